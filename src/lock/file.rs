@@ -1,0 +1,527 @@
+//! An flock(2) lock on a file, safe for cron jobs.
+//!
+//! ```no_run
+//! use cronlock::lock::{file::{FileLock, FileOptions}, Wait};
+//!
+//! let mut lock = FileLock::open("/run/lock/sync-orders.lock".as_ref(), FileOptions::default())?;
+//! if lock.acquire(Wait::Once)? {
+//!     // ... the job ...
+//!     lock.release()?;
+//! }
+//! # Ok::<(), cronlock::error::Error>(())
+//! ```
+//!
+//! The traps this closes:
+//! - the file is opened close-on-exec (programs the job starts never inherit
+//!   the lock), without following a final symlink, and must be a regular
+//!   file; it is never truncated and never unlinked;
+//! - after locking, the path is checked to still name the locked file: if a
+//!   tmp cleaner or a user unlinked or replaced it, the lock is retaken on the
+//!   new file, so two runs can never hold locks on two different inodes;
+//! - the holder's pid, host and start time are written only after the lock is
+//!   held, in place (no truncate-then-write, which costs a disk flush on
+//!   ext4), and only into an empty file or one holding such a record: locking
+//!   someone's script or data file never writes to it;
+//! - release and drop act only in the process that acquired: a `fork()` child
+//!   cannot free the parent's lock, and its copy of the descriptor is detached
+//!   at fork time, so it cannot keep the lock alive either.
+
+use super::sys::{self, FileId};
+use super::Wait;
+use crate::error::{Error, Result};
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Size of the holder record: fixed, so rewriting it never changes the size.
+const RECORD_LEN: usize = 128;
+const RECORD_MAGIC: &[u8] = b"cronlock pid=";
+/// Longest pause between two tries of a timed wait; bounds the hand-off
+/// latency (there is no flock(2) with a timeout).
+const MAX_POLL: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOptions {
+    /// Permission bits for a newly created file.
+    pub mode: u32,
+    /// LOCK_SH (many readers) instead of LOCK_EX.
+    pub shared: bool,
+    /// Accept filesystems where flock(2) is unreliable (NFS, SMB, ...).
+    pub allow_network_fs: bool,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            mode: 0o644,
+            shared: false,
+            allow_network_fs: false,
+        }
+    }
+}
+
+/// An open lock file, owned by the process that opened it.
+#[derive(Debug)]
+struct Handle {
+    file: File,
+    id: FileId,
+    writable: bool,
+    opened_by: u32,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // A fork child's registry is a copy nobody reads; leave it (and its
+        // mutex, which another thread may have held at fork time) alone.
+        if self.opened_by == std::process::id() {
+            sys::untrack_fd(self.file.as_raw_fd());
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct FileLock {
+    path: PathBuf,
+    c_path: CString,
+    options: FileOptions,
+    handle: Handle,
+    /// Pid of the process that holds the lock through this object.
+    held_by: Option<u32>,
+    /// The file is known to contain our record (or be empty), so we may write.
+    record_is_ours: bool,
+}
+
+impl FileLock {
+    /// Opens the lock file, creating it when missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for an empty path, a NUL byte or a mode above
+    /// 0o7777; [`Error::Lock`] when the file cannot be opened, is not a
+    /// regular file, or is on a network filesystem (unless allowed).
+    pub fn open(path: &Path, options: FileOptions) -> Result<Self> {
+        if path.as_os_str().is_empty() {
+            return Err(Error::value("$path", "must not be empty"));
+        }
+        let c_path = sys::c_path(path).map_err(|_| Error::value("$path", "must not contain NUL bytes"))?;
+        if options.mode > 0o7777 {
+            return Err(Error::value("$options['mode']", "must be between 0 and 0o7777"));
+        }
+        let handle = open_handle(path, &c_path, &options)?;
+        Ok(FileLock {
+            path: path.to_owned(),
+            c_path,
+            options,
+            handle,
+            held_by: None,
+            record_is_ours: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Takes the lock. `Ok(false)`: another holder kept it for the whole wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lock`] when flock(2) fails for another reason than contention
+    /// or the file cannot be reopened after it was replaced.
+    pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        let me = std::process::id();
+        if self.held_by == Some(me) {
+            return Ok(true);
+        }
+        if self.handle.opened_by != me {
+            // A fork child: its descriptor was detached; open its own.
+            self.reopen()?;
+        }
+        self.held_by = None;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            let block = wait == Wait::Forever;
+            let locked = sys::flock(&self.handle.file, self.options.shared, block)
+                .map_err(|e| self.os_error("cannot lock", &e))?;
+            if locked {
+                if self.still_named_by_path()? {
+                    self.held_by = Some(me);
+                    self.write_record();
+                    return Ok(true);
+                }
+                // Replaced or unlinked while we waited: that inode excludes
+                // nobody any more. Lock the file the path names now.
+                let _ = sys::unlock(&self.handle.file);
+                self.reopen()?;
+                continue;
+            }
+            match wait.remaining() {
+                Some(left) if left.is_zero() => return Ok(false),
+                left => {
+                    std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
+                    pause = (pause * 2).min(MAX_POLL);
+                }
+            }
+        }
+    }
+
+    /// Gives the lock up. `Ok(false)` when this process did not hold it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lock`] if flock(LOCK_UN) fails (it does not on a valid fd).
+    pub fn release(&mut self) -> Result<bool> {
+        if self.held_by != Some(std::process::id()) {
+            return Ok(false);
+        }
+        self.held_by = None;
+        sys::unlock(&self.handle.file).map_err(|e| self.os_error("cannot unlock", &e))?;
+        Ok(true)
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.held_by == Some(std::process::id())
+    }
+
+    /// The pid of the process holding the lock now, whoever it is; `None`
+    /// when the lock is free. Never takes or disturbs the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lock`] when the file cannot be read.
+    pub fn holder_pid(&self) -> Result<Option<u32>> {
+        let recorded = self.recorded_pid()?;
+        let id = sys::path_id(&self.c_path).unwrap_or(self.handle.id);
+        Ok(match sys::kernel_flock_holders(id) {
+            Some(pids) if pids.is_empty() => None,
+            Some(pids) => match recorded {
+                Some(pid) if pids.contains(&pid) => Some(pid),
+                // The holder has not written its record yet, does not write
+                // one (shared or read-only), or lives in another pid
+                // namespace: the kernel's pid is the one that is true here.
+                _ => pids.iter().copied().find(|&p| p != 0).or(recorded),
+            },
+            None => recorded.filter(|&pid| sys::process_alive(pid)),
+        })
+    }
+
+    fn recorded_pid(&self) -> Result<Option<u32>> {
+        let mut buf = [0u8; RECORD_LEN];
+        let n = read_at_most(&self.handle.file, &mut buf).map_err(|e| self.os_error("cannot read", &e))?;
+        Ok(parse_record_pid(&buf[..n]))
+    }
+
+    fn still_named_by_path(&mut self) -> Result<bool> {
+        match sys::path_id(&self.c_path) {
+            Ok(now) if now.dev == self.handle.id.dev && now.ino == self.handle.id.ino => {
+                self.handle.id.size = now.size;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(self.os_error("cannot stat", &e)),
+        }
+    }
+
+    fn reopen(&mut self) -> Result<()> {
+        self.handle = open_handle(&self.path, &self.c_path, &self.options)?;
+        self.record_is_ours = false;
+        Ok(())
+    }
+
+    /// Records who holds the lock. Best effort: the lock is held either way,
+    /// and a full disk must not turn a held lock into an error.
+    fn write_record(&mut self) {
+        if self.options.shared || !self.handle.writable {
+            return;
+        }
+        if !self.record_is_ours {
+            self.record_is_ours = match self.handle.id.size {
+                0 => true,
+                len if len == RECORD_LEN as u64 => {
+                    let mut head = [0u8; RECORD_MAGIC.len()];
+                    self.handle.file.read_exact_at(&mut head, 0).is_ok() && head == RECORD_MAGIC
+                }
+                _ => false,
+            };
+            if !self.record_is_ours {
+                return;
+            }
+        }
+        let record = format_record(std::process::id(), sys::hostname(), SystemTime::now());
+        let _ = self.handle.file.write_all_at(&record, 0);
+    }
+
+    fn os_error(&self, what: &str, err: &io::Error) -> Error {
+        Error::Lock(format!("{what} lock file {}: {err}", self.path.display()))
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // Closing alone would not release while a fork child shares the open
+        // file description; unlock explicitly, but only as the owner.
+        let _ = self.release();
+    }
+}
+
+fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<Handle> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| Error::Lock(format!("{what} lock file {}: {e}", path.display()));
+    let (file, writable) = sys::open_lock_file(c_path, options.mode).map_err(|e| fail("cannot open", &e))?;
+    sys::track_fd(file.as_raw_fd());
+    let handle = Handle {
+        id: sys::regular_file_id(&file).map_err(|e| fail("cannot use", &e))?,
+        file,
+        writable,
+        opened_by: std::process::id(),
+    };
+    if !options.allow_network_fs {
+        if let Some(fs) = sys::unreliable_fs(&handle.file).map_err(|e| fail("cannot statfs", &e))? {
+            return Err(Error::Lock(format!(
+                "lock file {} is on a {fs} filesystem, where flock() is unreliable; \
+                 use a local path or pass 'allow_network_fs' => true",
+                path.display()
+            )));
+        }
+    }
+    Ok(handle)
+}
+
+fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// `cronlock pid=4242 host=web1 since=2026-11-30T14:50:00Z`, space-padded
+/// to [`RECORD_LEN`] with a final newline, so `cat` shows it plainly.
+fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let host: String = host.chars().filter(|c| c.is_ascii_graphic()).take(64).collect();
+    let text = format!("cronlock pid={pid} host={host} since={}", iso8601_utc(secs));
+    let mut record = [b' '; RECORD_LEN];
+    let len = text.len().min(RECORD_LEN - 1);
+    record[..len].copy_from_slice(&text.as_bytes()[..len]);
+    record[RECORD_LEN - 1] = b'\n';
+    record
+}
+
+fn parse_record_pid(record: &[u8]) -> Option<u32> {
+    let rest = record.strip_prefix(RECORD_MAGIC)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok().filter(|&pid| pid != 0)
+}
+
+/// Civil date from days since 1970 (Howard Hinnant's algorithm).
+fn iso8601_utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cronlock-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn open(path: &Path) -> FileLock {
+        FileLock::open(path, FileOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn second_handle_is_excluded_until_release() {
+        let path = temp_dir("excl").join("a.lock");
+        let (mut a, mut b) = (open(&path), open(&path));
+        assert!(a.acquire(Wait::Once).unwrap());
+        assert!(a.is_held());
+        assert!(!b.acquire(Wait::Once).unwrap());
+        assert!(!b.is_held());
+        assert!(a.release().unwrap());
+        assert!(!a.release().unwrap(), "release is idempotent");
+        assert!(b.acquire(Wait::Once).unwrap());
+    }
+
+    #[test]
+    fn creates_with_mode_and_records_holder_in_place() {
+        let path = temp_dir("mode").join("a.lock");
+        let mut lock = FileLock::open(&path, FileOptions { mode: 0o600, ..FileOptions::default() }).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600 & !current_umask());
+        assert_eq!(meta.len(), 0, "nothing is written before the lock is held");
+        assert!(lock.acquire(Wait::Once).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.len(), RECORD_LEN);
+        assert!(text.starts_with(&format!("cronlock pid={} host=", std::process::id())), "{text}");
+        assert_eq!(lock.holder_pid().unwrap(), Some(std::process::id()));
+        lock.release().unwrap();
+        assert_eq!(lock.holder_pid().unwrap(), None);
+    }
+
+    fn current_umask() -> u32 {
+        // SAFETY: umask(2) cannot fail; the old value is restored at once.
+        unsafe {
+            let old = libc::umask(0o022);
+            libc::umask(old);
+            old as u32
+        }
+    }
+
+    #[test]
+    fn never_writes_into_a_file_with_other_content() {
+        let path = temp_dir("foreign").join("script.php");
+        std::fs::write(&path, "<?php echo 'hello';\n").unwrap();
+        let mut lock = open(&path);
+        assert!(lock.acquire(Wait::Once).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "<?php echo 'hello';\n");
+        assert_eq!(lock.holder_pid().unwrap(), Some(std::process::id()), "from the kernel");
+    }
+
+    #[test]
+    fn refuses_symlinks_directories_and_fifos() {
+        let dir = temp_dir("refuse");
+        std::fs::write(dir.join("target"), "").unwrap();
+        std::os::unix::fs::symlink(dir.join("target"), dir.join("link")).unwrap();
+        let err = FileLock::open(&dir.join("link"), FileOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::Lock(ref m) if m.contains("link")), "{err}");
+        let err = FileLock::open(&dir, FileOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::Lock(_)), "{err}");
+        let fifo = sys::c_path(&dir.join("fifo")).unwrap();
+        // SAFETY: mkfifo with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let err = FileLock::open(&dir.join("fifo"), FileOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("FIFO"), "{err}");
+    }
+
+    #[test]
+    fn bad_arguments_name_the_argument() {
+        let err = FileLock::open(Path::new(""), FileOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { ref arg, .. } if arg == "$path"));
+        let err = FileLock::open(Path::new("a\0b"), FileOptions::default()).unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { ref arg, .. } if arg == "$path"));
+        let opts = FileOptions { mode: 0o10000, ..FileOptions::default() };
+        let err = FileLock::open(Path::new("/tmp/x.lock"), opts).unwrap_err();
+        assert!(matches!(err, Error::InvalidValue { ref arg, .. } if arg == "$options['mode']"));
+    }
+
+    #[test]
+    fn relocks_when_the_file_is_replaced_behind_our_back() {
+        let path = temp_dir("replace").join("a.lock");
+        let mut stale = open(&path);
+        std::fs::remove_file(&path).unwrap();
+        let mut fresh = open(&path);
+        assert!(fresh.acquire(Wait::Once).unwrap());
+        // `stale` locks its unlinked inode, notices, and retries on the file
+        // the path names now, which `fresh` holds.
+        assert!(!stale.acquire(Wait::Once).unwrap());
+        fresh.release().unwrap();
+        assert!(stale.acquire(Wait::Once).unwrap());
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_exclude_writers() {
+        let path = temp_dir("shared").join("a.lock");
+        let shared = FileOptions { shared: true, ..FileOptions::default() };
+        let mut r1 = FileLock::open(&path, shared).unwrap();
+        let mut r2 = FileLock::open(&path, shared).unwrap();
+        let mut w = open(&path);
+        assert!(r1.acquire(Wait::Once).unwrap());
+        assert!(r2.acquire(Wait::Once).unwrap());
+        assert!(!w.acquire(Wait::Once).unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "readers record nothing");
+    }
+
+    #[test]
+    fn timed_wait_gets_the_lock_soon_after_release() {
+        let path = temp_dir("wait").join("a.lock");
+        let mut holder = open(&path);
+        assert!(holder.acquire(Wait::Once).unwrap());
+        let waiter_path = path.clone();
+        let waiter = std::thread::spawn(move || {
+            let mut lock = open(&waiter_path);
+            let got = lock.acquire(Wait::from_seconds("$timeout", 10.0).unwrap()).unwrap();
+            (got, Instant::now())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let released_at = Instant::now();
+        holder.release().unwrap();
+        let (got, acquired_at) = waiter.join().unwrap();
+        assert!(got);
+        // Generous bound: the poll interval is 1 ms; this only catches a
+        // regression to coarse polling, not noise on a busy machine.
+        assert!(acquired_at - released_at < Duration::from_millis(200));
+    }
+
+    #[test]
+    fn timed_wait_gives_up_at_the_deadline() {
+        let path = temp_dir("timeout").join("a.lock");
+        let mut holder = open(&path);
+        assert!(holder.acquire(Wait::Once).unwrap());
+        let mut waiter = open(&path);
+        let start = Instant::now();
+        assert!(!waiter.acquire(Wait::from_seconds("$timeout", 0.2).unwrap()).unwrap());
+        assert!(start.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[test]
+    fn fork_child_neither_frees_nor_keeps_the_parent_lock() {
+        let path = temp_dir("fork").join("a.lock");
+        let mut lock = open(&path);
+        assert!(lock.acquire(Wait::Once).unwrap());
+        // SAFETY: the child only releases, drops and _exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let released = lock.release().unwrap();
+            drop(lock);
+            // SAFETY: leaving the forked child without running test harness code.
+            unsafe { libc::_exit(if released { 1 } else { 0 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert_eq!(libc::WEXITSTATUS(status), 0, "child release must return false");
+        assert!(!open(&path).acquire(Wait::Once).unwrap(), "parent still holds");
+        assert!(lock.is_held());
+    }
+
+    #[test]
+    fn record_round_trips_and_dates_are_civil() {
+        let rec = format_record(4242, "web1", UNIX_EPOCH + Duration::from_secs(1_764_514_200));
+        assert_eq!(parse_record_pid(&rec), Some(4242));
+        assert!(std::str::from_utf8(&rec).unwrap().contains("since=2025-11-30T14:50:00Z"));
+        assert_eq!(iso8601_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(parse_record_pid(b"hello"), None);
+    }
+}

@@ -1,0 +1,70 @@
+//! The lock logic, in plain Rust: no PHP types here, so `cargo test`
+//! exercises all of it without a PHP runtime.
+
+pub mod file;
+pub mod redis;
+mod sys;
+
+use crate::error::{Error, Result};
+use std::time::{Duration, Instant};
+
+/// How long `acquire` may wait, from the PHP `$timeout` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// `$timeout == 0`: try once.
+    Once,
+    /// `$timeout > 0`: wait until this instant at the latest.
+    Until(Instant),
+    /// `$timeout < 0` (or `INF`): wait until acquired.
+    Forever,
+}
+
+impl Wait {
+    /// Reads a PHP timeout in seconds. NaN is refused; a timeout too large
+    /// to represent as an instant waits forever.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `arg` when `seconds` is NaN.
+    pub fn from_seconds(arg: &str, seconds: f64) -> Result<Self> {
+        if seconds.is_nan() {
+            return Err(Error::value(arg, "must be a number, NaN given"));
+        }
+        if seconds == 0.0 {
+            return Ok(Wait::Once);
+        }
+        if seconds < 0.0 {
+            return Ok(Wait::Forever);
+        }
+        Ok(Duration::try_from_secs_f64(seconds)
+            .ok()
+            .and_then(|d| Instant::now().checked_add(d))
+            .map_or(Wait::Forever, Wait::Until))
+    }
+
+    /// Time left before giving up: `Some(ZERO)` once expired, `None` forever.
+    pub fn remaining(&self) -> Option<Duration> {
+        match self {
+            Wait::Once => Some(Duration::ZERO),
+            Wait::Until(deadline) => Some(deadline.saturating_duration_since(Instant::now())),
+            Wait::Forever => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_signs_map_to_wait_modes() {
+        assert_eq!(Wait::from_seconds("$timeout", 0.0).unwrap(), Wait::Once);
+        assert_eq!(Wait::from_seconds("$timeout", -0.0).unwrap(), Wait::Once);
+        assert_eq!(Wait::from_seconds("$timeout", -1.0).unwrap(), Wait::Forever);
+        assert_eq!(Wait::from_seconds("$timeout", f64::INFINITY).unwrap(), Wait::Forever);
+        assert_eq!(Wait::from_seconds("$timeout", 1e300).unwrap(), Wait::Forever);
+        assert!(matches!(Wait::from_seconds("$timeout", 0.5).unwrap(), Wait::Until(_)));
+        let err = Wait::from_seconds("$timeout", f64::NAN).unwrap_err();
+        assert!(err.to_string().contains("$timeout"));
+    }
+}

@@ -1,0 +1,84 @@
+//! `CronLock\File`: an flock(2) lock file.
+
+use super::lock_interface::PhpInterfaceLock;
+use super::options::Options;
+use crate::error::Error;
+use crate::lock::file::{FileLock, FileOptions};
+use crate::lock::Wait;
+use ext_php_rs::flags::ClassFlags;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::ZendHashTable;
+use std::path::Path;
+
+#[php_class]
+#[php(name = "CronLock\\File")]
+#[php(flags = ClassFlags::Final)]
+#[php(implements(PhpInterfaceLock))]
+pub struct File {
+    lock: FileLock,
+}
+
+#[php_impl]
+impl File {
+    pub fn __construct(path: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+        let options = Options::new("$options", options, &["mode", "shared", "allow_network_fs"])?;
+        let defaults = FileOptions::default();
+        let mode = match options.int("mode")? {
+            None => defaults.mode,
+            Some(mode) => u32::try_from(mode)
+                .ok()
+                .filter(|&m| m <= 0o7777)
+                .ok_or_else(|| Error::value(options.arg_name("mode"), "must be between 0 and 0o7777"))?,
+        };
+        let file_options = FileOptions {
+            mode,
+            shared: options.bool("shared")?.unwrap_or(defaults.shared),
+            allow_network_fs: options.bool("allow_network_fs")?.unwrap_or(defaults.allow_network_fs),
+        };
+        Ok(File {
+            lock: FileLock::open(Path::new(&path), file_options)?,
+        })
+    }
+
+    pub fn holder_pid(&self) -> PhpResult<Option<i64>> {
+        Ok(self.lock.holder_pid()?.map(i64::from))
+    }
+
+    pub fn path(&self) -> String {
+        self.lock.path().to_string_lossy().into_owned()
+    }
+
+    #[php(defaults(timeout = 0.0))]
+    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
+        Ok(self.lock.acquire(Wait::from_seconds("$timeout", timeout)?)?)
+    }
+
+    /// flock(2) has no expiry: holding is all there is to renew.
+    pub fn renew(&mut self, ttl: Option<f64>) -> bool {
+        let _ = ttl;
+        self.lock.is_held()
+    }
+
+    pub fn release(&mut self) -> PhpResult<bool> {
+        Ok(self.lock.release()?)
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.lock.is_held()
+    }
+}
+
+impl File {
+    pub fn new(lock: FileLock) -> Self {
+        File { lock }
+    }
+
+    pub fn lock(&self) -> &FileLock {
+        &self.lock
+    }
+
+    /// For the request-shutdown sweep; errors have nowhere to go there.
+    pub fn release_leftover(&mut self) {
+        let _ = self.lock.release();
+    }
+}

@@ -1,0 +1,18 @@
+//! `php --ri cronlock`.
+
+use super::engine;
+use super::ini;
+use ext_php_rs::zend::ModuleEntry;
+use ext_php_rs::{info_table_end, info_table_row, info_table_start};
+
+pub extern "C" fn module_info(module: *mut ModuleEntry) {
+    info_table_start!();
+    info_table_row!("cronlock support", "enabled");
+    info_table_row!("version", env!("CARGO_PKG_VERSION"));
+    info_table_row!("file locks", "flock(2)");
+    let lock_dir = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
+    let effective = super::guard::lock_dir_for(&lock_dir);
+    info_table_row!("named locks directory", effective.to_string_lossy().as_ref());
+    info_table_end!();
+    engine::display_ini_entries(module);
+}

@@ -1,0 +1,18 @@
+//! `CronLock\Lock`: what `cron_guard()` and `Guard` need of a lock. PHP
+//! classes can implement it too.
+
+use ext_php_rs::prelude::*;
+
+#[php_interface]
+#[php(name = "CronLock\\Lock")]
+pub trait Lock {
+    #[php(defaults(timeout = 0.0))]
+    fn acquire(&mut self, timeout: f64) -> PhpResult<bool>;
+
+    #[php(defaults(ttl = None))]
+    fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool>;
+
+    fn release(&mut self) -> PhpResult<bool>;
+
+    fn is_held(&self) -> bool;
+}

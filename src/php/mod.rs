@@ -1,0 +1,48 @@
+//! The PHP face of cronlock: one module per PHP class. Only argument,
+//! result and error conversion happens here; the locking is in `crate::lock`.
+
+pub mod engine;
+pub mod exceptions;
+pub mod file;
+pub mod guard;
+pub mod info;
+pub mod ini;
+pub mod lock_interface;
+pub mod options;
+
+use ext_php_rs::types::ZendClassObject;
+use ext_php_rs::zend::ExecutorGlobals;
+
+/// MINIT: runs before the macro registers the interface and classes.
+pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
+    ini::register(module_number);
+    match exceptions::register() {
+        Ok(()) => 0,
+        Err(_) => -1,
+    }
+}
+
+/// RSHUTDOWN: a fatal error skips destructors, and a php-fpm worker lives on
+/// into its next request, so every lock still held by an object of ours is
+/// released here. Shutdown functions and destructors have already run.
+pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
+    let globals = ExecutorGlobals::get();
+    let store = &globals.objects_store;
+    if store.object_buckets.is_null() {
+        return 0;
+    }
+    for index in 1..store.top as usize {
+        // SAFETY: indexes below `top` are slots of the engine's object store.
+        let slot = unsafe { *store.object_buckets.add(index) };
+        // Free slots hold a tagged "next free" index, not a pointer.
+        if slot.is_null() || (slot as usize) & 1 == 1 {
+            continue;
+        }
+        // SAFETY: a valid slot points at a live object during RSHUTDOWN.
+        let object = unsafe { &mut *slot };
+        if let Some(file) = ZendClassObject::<file::File>::from_zend_obj_mut(object) {
+            file.release_leftover();
+        }
+    }
+    0
+}
