@@ -18,6 +18,7 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .class::<php::file::File>()
         .class::<php::guard::Guard>()
         .function(php::guard::cron_guard_function())
+        .request_startup_function(php::request_startup)
         .request_shutdown_function(php::request_shutdown)
         .info_function(php::info::module_info)
 }

@@ -3,6 +3,7 @@
 
 use ext_php_rs::prelude::*;
 
+#[allow(dead_code)] // only read by the macro, which builds the PHP interface from it
 #[php_interface]
 #[php(name = "CronLock\\Lock")]
 pub trait Lock {

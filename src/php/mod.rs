@@ -1,6 +1,7 @@
 //! The PHP face of cronlock: one module per PHP class. Only argument,
 //! result and error conversion happens here; the locking is in `crate::lock`.
 
+pub mod arginfo;
 pub mod engine;
 pub mod exceptions;
 pub mod file;
@@ -44,5 +45,11 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
             file.release_leftover();
         }
     }
+    0
+}
+
+/// RINIT.
+pub extern "C" fn request_startup(_type: i32, _module_number: i32) -> i32 {
+    arginfo::fix_signatures();
     0
 }

@@ -1,0 +1,60 @@
+//! Signatures the ext-php-rs macros cannot express: the union type
+//! `CronLock\Lock|string|null`, `array $options = []` and a class return
+//! type. They are set in place once, so Reflection, IDEs and the stub test
+//! see the contract's exact signatures. Argument parsing is unaffected.
+
+use ext_php_rs::ffi::{_ZEND_TYPE_NAME_BIT, zend_internal_arg_info, zend_type};
+use ext_php_rs::types::ZendStr;
+use ext_php_rs::zend::Function;
+use std::ffi::CStr;
+use std::sync::Once;
+
+const MAY_BE_NULL: u32 = 1 << 1;
+const MAY_BE_STRING: u32 = 1 << 6;
+const MAY_BE_ARRAY: u32 = 1 << 7;
+
+/// Runs at the first request: the classes are only registered at the end
+/// of MINIT, after our own startup code.
+pub fn fix_signatures() {
+    static FIXED: Once = Once::new();
+    FIXED.call_once(|| {
+        let lock_or_name = class_type("CronLock\\Lock", MAY_BE_STRING | MAY_BE_NULL);
+        let array = zend_type { ptr: std::ptr::null_mut(), type_mask: MAY_BE_ARRAY };
+        let cron_guard = Function::try_from_function("cron_guard");
+        set_arg(cron_guard.as_ref(), 1, lock_or_name, c"null");
+        set_arg(cron_guard.as_ref(), 2, array, c"[]");
+        set_arg(Function::try_from_method("CronLock\\File", "__construct").as_ref(), 1, array, c"[]");
+        set_arg(Function::try_from_method("CronLock\\Redis", "__construct").as_ref(), 3, array, c"[]");
+        set_arg(
+            Function::try_from_method("CronLock\\Guard", "lock").as_ref(),
+            -1,
+            class_type("CronLock\\Lock", 0),
+            c"",
+        );
+    });
+}
+
+fn class_type(name: &str, extra: u32) -> zend_type {
+    zend_type {
+        ptr: ZendStr::new_interned(name, true).into_raw().cast(),
+        type_mask: _ZEND_TYPE_NAME_BIT | extra,
+    }
+}
+
+/// `index` -1 is the return type, which internal functions keep in the slot
+/// before the first argument.
+fn set_arg(function: Option<&Function>, index: isize, type_: zend_type, default: &'static CStr) {
+    let Some(function) = function else { return };
+    // SAFETY: every function of this extension is an internal function.
+    let internal = unsafe { &function.internal_function };
+    if internal.arg_info.is_null() || index >= internal.num_args as isize {
+        return;
+    }
+    // SAFETY: `index` is within the argument array or is its return slot;
+    // ext-php-rs leaks these tables for the life of the process.
+    let info: &mut zend_internal_arg_info = unsafe { &mut *internal.arg_info.offset(index) };
+    info.type_ = type_;
+    if index >= 0 {
+        info.default_value = default.as_ptr();
+    }
+}

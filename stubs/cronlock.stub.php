@@ -1,0 +1,251 @@
+<?php
+
+/**
+ * cronlock — stops cron jobs (and any other PHP CLI job) from running twice at once.
+ *
+ * Stub for IDEs and static analysis. The extension itself is written in Rust;
+ * load it with `extension=cronlock.so`. `php --ri cronlock` shows its version
+ * and settings.
+ *
+ * ini settings:
+ * - `cronlock.lock_dir` (string, default empty, changeable anywhere):
+ *   directory of the lock files that cron_guard() makes for named locks and
+ *   for the null lock. Empty means `/run/lock` when this user may write there
+ *   (a tmpfs meant for lock files, on Debian/Ubuntu writable by everyone with
+ *   the sticky bit), else the system temp directory (`$TMPDIR` or `/tmp`).
+ *   A world-writable directory without the sticky bit is refused.
+ *
+ * @generate-class-entries
+ */
+
+namespace CronLock {
+
+    /**
+     * A lock that cron_guard() and your code can take and give up.
+     * Contention is not an error: acquire() returns false. Failures throw LockException.
+     * Implement it in PHP to give cron_guard() a lock of your own.
+     */
+    interface Lock
+    {
+        /**
+         * Take the lock.
+         *
+         * @param float $timeout 0: try once; > 0: wait up to that many seconds;
+         *                       < 0 (or INF): wait until acquired.
+         * @return bool true: we hold it now; false: someone else holds it.
+         * @throws LockException when the lock cannot be used at all.
+         * @throws \ValueError when $timeout is NaN.
+         */
+        public function acquire(float $timeout = 0.0): bool;
+
+        /**
+         * Keep holding the lock.
+         *
+         * @param float|null $ttl Redis: the new TTL in seconds (default: the lock's TTL). File: ignored.
+         * @return bool false when the lock is no longer ours (expired, taken over, released).
+         * @throws LockException
+         */
+        public function renew(?float $ttl = null): bool;
+
+        /**
+         * Give the lock up. Idempotent; never throws for "not held".
+         *
+         * @return bool true: we held it and released it; false: we did not hold it
+         *              (never acquired, already released, or lost).
+         * @throws LockException when the backend fails while releasing.
+         */
+        public function release(): bool;
+
+        /** @return bool whether this object currently believes it holds the lock (in this process). */
+        public function isHeld(): bool;
+    }
+
+    /**
+     * An flock(2) lock on a local file. Interoperates with util-linux `flock(1)`
+     * and PHP's own `flock()` on the same file.
+     *
+     * - The file is created if missing (mode $options['mode'], default 0644, minus umask),
+     *   opened close-on-exec (programs the job starts never inherit the lock),
+     *   never through a symlink, never truncated, never unlinked; it must be a regular file.
+     * - Once held, `cronlock pid=<pid> host=<hostname> since=<UTC time>` is written at the
+     *   start of the file (128 bytes, in place), but only into an empty file or one that holds
+     *   such a record: locking your script or a data file never writes to it.
+     *   Shared locks and read-only files record nothing.
+     * - If the path is unlinked or replaced while held or waited for, the lock is retaken on
+     *   the file the path names now, so two runs never hold locks on two different files.
+     * - release() and destruction act only in the process that acquired: a pcntl_fork() child
+     *   neither frees the parent's lock nor keeps it alive after the parent dies.
+     * - acquire($timeout > 0) polls at most 1 ms apart; acquire(-1) blocks in the kernel.
+     *
+     * Example:
+     * ```php
+     * $lock = new CronLock\File('/run/lock/sync-orders.lock');
+     * if (!$lock->acquire()) {
+     *     exit(0); // the previous run is still busy
+     * }
+     * try {
+     *     sync_orders();
+     * } finally {
+     *     $lock->release();
+     * }
+     * ```
+     */
+    final class File implements Lock
+    {
+        /**
+         * Opens (and creates if missing) the lock file. Does not take the lock.
+         *
+         * @param string $path the lock file.
+         * @param array{mode?: int, shared?: bool, allow_network_fs?: bool} $options
+         *        'mode': permission bits for a new file (0 to 0o7777, default 0644);
+         *        'shared': take LOCK_SH (many readers) instead of LOCK_EX (default false);
+         *        'allow_network_fs': accept NFS, SMB/CIFS, 9p, Ceph, AFS, Lustre, GFS2, OCFS2
+         *        where flock() is unreliable (default false: throws LockException).
+         * @throws \ValueError for an empty path, a NUL byte, a bad mode or an unknown option.
+         * @throws \TypeError for an option of the wrong type.
+         * @throws LockException when the file cannot be opened or used, with the path and the OS reason.
+         */
+        public function __construct(string $path, array $options = []) {}
+
+        /** @throws LockException @throws \ValueError */
+        public function acquire(float $timeout = 0.0): bool {}
+
+        /** flock() has no expiry: returns isHeld(). */
+        public function renew(?float $ttl = null): bool {}
+
+        /** @throws LockException */
+        public function release(): bool {}
+
+        public function isHeld(): bool {}
+
+        /**
+         * The pid of the process holding the lock now, whoever it is (another process,
+         * flock(1), PHP's flock()); null when the lock is free. Never takes the lock, so it
+         * cannot make a concurrent acquire() fail. Linux reads the holders from /proc/locks and
+         * prefers the pid recorded in the file; elsewhere the recorded pid if that process lives.
+         *
+         * @throws LockException when the file cannot be read.
+         */
+        public function holderPid(): ?int {}
+
+        /** The lock file's path as given. */
+        public function path(): string {}
+    }
+
+    /**
+     * A Redis lock that works across machines: `SET key token NX PX ttl`, token-checked
+     * Lua renew and release, a fencing token, optional auto-renew.
+     *
+     * Example (the same crontab line on two servers, one Redis):
+     * ```php
+     * $lock = new CronLock\Redis('redis://:secret@redis.internal:6379/0', 'cron:sync-orders', 60.0,
+     *     ['auto_renew' => true]);
+     * cron_guard(function (CronLock\Guard $guard) { sync_orders(); }, $lock);
+     * ```
+     */
+    final class Redis implements Lock
+    {
+        /**
+         * Validates the arguments; connects on first use.
+         *
+         * @param string $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…' (TLS;
+         *        trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
+         *        certificate checks), 'unix:///path/to/redis.sock'.
+         * @param string $key the Redis key holding the token.
+         * @param float $ttl seconds the key lives without renewal, > 0.
+         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
+         *        'auto_renew': a background thread renews every ttl/3 while held (default false);
+         *        'connect_timeout', 'read_timeout': seconds (default 1.0).
+         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
+         * @throws \TypeError for an option of the wrong type.
+         */
+        public function __construct(string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
+
+        /** One round trip: SET NX PX and the fencing INCR in one script. @throws ConnectionException */
+        public function acquire(float $timeout = 0.0): bool {}
+
+        /** Token-checked PEXPIRE; false when the key is no longer ours. @throws ConnectionException */
+        public function renew(?float $ttl = null): bool {}
+
+        /** Token-checked DEL; false (key untouched) when it is no longer ours. @throws ConnectionException */
+        public function release(): bool {}
+
+        public function isHeld(): bool {}
+
+        /** The random token (128 bits, hex) stored as the key's value; null when not held. */
+        public function token(): ?string {}
+
+        /** Strictly increasing per key with each successful acquire; null when not held. */
+        public function fencingToken(): ?int {}
+
+        public function key(): string {}
+    }
+
+    /** Base of every exception cronlock throws on its own account. */
+    class LockException extends \RuntimeException {}
+
+    /** The lock's backend could not be reached or refused us (network, auth, timeout). */
+    class ConnectionException extends LockException {}
+
+    /** Handed to the job by cron_guard(). */
+    final class Guard
+    {
+        /** Guards are made by cron_guard() only: constructing one throws. */
+        public function __construct() {}
+
+        /** The lock the job runs under. */
+        public function lock(): Lock {}
+
+        /** Seconds left before 'max_runtime' (never negative); null when no max_runtime is set. */
+        public function remaining(): ?float {}
+
+        /** true once 'max_runtime' has passed: the job should stop at its next safe point. */
+        public function expired(): bool {}
+
+        /**
+         * Renew the lock.
+         *
+         * @return bool false when it has been lost: the job should stop.
+         * @throws LockException
+         */
+        public function renew(): bool {}
+    }
+}
+
+namespace {
+
+    /**
+     * Run $job under a lock; skip it quietly when another run holds the lock.
+     *
+     * The lock is released on every way out: return, exception (which propagates
+     * unchanged), exit(), and fatal errors (E_USER_ERROR, max_execution_time, memory_limit),
+     * before shutdown functions run.
+     * When busy, one line naming the lock and the holder's pid goes to error_log().
+     *
+     * Example (crontab: `* * * * * php /srv/app/sync_orders.php`):
+     * ```php
+     * cron_guard(function (CronLock\Guard $guard) {
+     *     foreach (pending_orders() as $order) {
+     *         if ($guard->expired()) break;
+     *         sync($order);
+     *     }
+     * }, 'sync-orders', ['max_runtime' => 50]);
+     * ```
+     *
+     * @param callable(\CronLock\Guard): mixed $job
+     * @param \CronLock\Lock|string|null $lock any Lock; or a name ([A-Za-z0-9._-], 1 to 200
+     *        characters) for the File lock `<cronlock.lock_dir>/<name>.lock`; or null: a File lock
+     *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
+     *        never collide and the same script run twice does.
+     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null} $options
+     *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever);
+     *        'max_runtime': soft deadline in seconds, seen through Guard;
+     *        'on_busy': null (default) returns null; an int 0–255 exits the process with that
+     *        status, as flock(1) -E does.
+     * @return mixed the job's result; null when skipped.
+     * @throws \ValueError for a bad name or option value; null lock without a main script (php -r).
+     * @throws \TypeError for a $lock or option of the wrong type.
+     * @throws \CronLock\LockException when the lock cannot be used.
+     */
+    function cron_guard(callable $job, \CronLock\Lock|string|null $lock = null, array $options = []): mixed {}
+}
