@@ -77,7 +77,7 @@ impl Drop for Handle {
     fn drop(&mut self) {
         // A fork child's registry is a copy nobody reads; leave it (and its
         // mutex, which another thread may have held at fork time) alone.
-        if self.opened_by == std::process::id() {
+        if self.opened_by == sys::current_pid() {
             sys::untrack_fd(self.file.as_raw_fd());
         }
     }
@@ -133,7 +133,7 @@ impl FileLock {
     /// [`Error::Lock`] when flock(2) fails for another reason than contention
     /// or the file cannot be reopened after it was replaced.
     pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
-        let me = std::process::id();
+        let me = sys::current_pid();
         if self.held_by == Some(me) {
             return Ok(true);
         }
@@ -175,7 +175,7 @@ impl FileLock {
     ///
     /// [`Error::Lock`] if flock(LOCK_UN) fails (it does not on a valid fd).
     pub fn release(&mut self) -> Result<bool> {
-        if self.held_by != Some(std::process::id()) {
+        if self.held_by != Some(sys::current_pid()) {
             return Ok(false);
         }
         self.held_by = None;
@@ -184,7 +184,7 @@ impl FileLock {
     }
 
     pub fn is_held(&self) -> bool {
-        self.held_by == Some(std::process::id())
+        self.held_by == Some(sys::current_pid())
     }
 
     /// The pid of the process holding the lock now, whoever it is; `None`
@@ -252,12 +252,12 @@ impl FileLock {
                 return;
             }
         }
-        let record = format_record(std::process::id(), sys::hostname(), SystemTime::now());
+        let record = format_record(sys::current_pid(), sys::hostname(), SystemTime::now());
         let _ = self.handle.file.write_all_at(&record, 0);
     }
 
     fn os_error(&self, what: &str, err: &io::Error) -> Error {
-        Error::Lock(format!("{what} lock file {}: {err}", self.path.display()))
+        Error::Lock(format!("{what} lock file {}: {}", self.path.display(), sys::reason(err)))
     }
 }
 
@@ -270,17 +270,17 @@ impl Drop for FileLock {
 }
 
 fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<Handle> {
-    let fail = |what: &str, e: &dyn std::fmt::Display| Error::Lock(format!("{what} lock file {}: {e}", path.display()));
+    let fail = |what: &str, e: &io::Error| Error::Lock(format!("{what} lock file {}: {}", path.display(), sys::reason(e)));
     let (file, writable) = sys::open_lock_file(c_path, options.mode).map_err(|e| fail("cannot open", &e))?;
     sys::track_fd(file.as_raw_fd());
     let handle = Handle {
         id: sys::regular_file_id(&file).map_err(|e| fail("cannot use", &e))?,
         file,
         writable,
-        opened_by: std::process::id(),
+        opened_by: sys::current_pid(),
     };
     if !options.allow_network_fs {
-        if let Some(fs) = sys::unreliable_fs(&handle.file).map_err(|e| fail("cannot statfs", &e))? {
+        if let Some(fs) = sys::unreliable_fs(&handle.file, handle.id.dev).map_err(|e| fail("cannot statfs", &e))? {
             return Err(Error::Lock(format!(
                 "lock file {} is on a {fs} filesystem, where flock() is unreliable; \
                  use a local path or pass 'allow_network_fs' => true",
@@ -350,7 +350,7 @@ mod tests {
     use std::time::Instant;
 
     fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("cronlock-test-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("cronlock-test-{}-{name}", sys::current_pid()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
@@ -383,8 +383,8 @@ mod tests {
         assert!(lock.acquire(Wait::Once).unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.len(), RECORD_LEN);
-        assert!(text.starts_with(&format!("cronlock pid={} host=", std::process::id())), "{text}");
-        assert_eq!(lock.holder_pid().unwrap(), Some(std::process::id()));
+        assert!(text.starts_with(&format!("cronlock pid={} host=", sys::current_pid())), "{text}");
+        assert_eq!(lock.holder_pid().unwrap(), Some(sys::current_pid()));
         lock.release().unwrap();
         assert_eq!(lock.holder_pid().unwrap(), None);
     }
@@ -405,7 +405,7 @@ mod tests {
         let mut lock = open(&path);
         assert!(lock.acquire(Wait::Once).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "<?php echo 'hello';\n");
-        assert_eq!(lock.holder_pid().unwrap(), Some(std::process::id()), "from the kernel");
+        assert_eq!(lock.holder_pid().unwrap(), Some(sys::current_pid()), "from the kernel");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 
 /// Identity and size of a file, from fstat/lstat.
@@ -15,6 +16,15 @@ pub struct FileId {
     pub dev: u64,
     pub ino: u64,
     pub size: u64,
+}
+
+/// The OS reason alone ("Permission denied"), without Rust's "(os error 13)".
+pub fn reason(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.rsplit_once(" (os error ") {
+        Some((reason, _)) => reason.to_owned(),
+        None => text,
+    }
 }
 
 pub fn c_path(path: &Path) -> io::Result<CString> {
@@ -128,8 +138,20 @@ pub fn unlock(file: &File) -> io::Result<()> {
 
 /// The name of the filesystem `file` is on when flock(2) is unreliable
 /// there (network and cluster filesystems), else `None`.
+/// Cached per device: the answer cannot change while the filesystem stays
+/// mounted, and it saves a syscall on every `new CronLock\File`.
+pub fn unreliable_fs(file: &File, dev: u64) -> io::Result<Option<&'static str>> {
+    static KNOWN: Mutex<Vec<(u64, Option<&'static str>)>> = Mutex::new(Vec::new());
+    if let Some(&(_, fs)) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(d, _)| *d == dev) {
+        return Ok(fs);
+    }
+    let fs = fs_with_unreliable_flock(file)?;
+    KNOWN.lock().unwrap_or_else(|e| e.into_inner()).push((dev, fs));
+    Ok(fs)
+}
+
 #[cfg(target_os = "linux")]
-pub fn unreliable_fs(file: &File) -> io::Result<Option<&'static str>> {
+fn fs_with_unreliable_flock(file: &File) -> io::Result<Option<&'static str>> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: `st` is a valid out-pointer for one `struct statfs`.
     if unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
@@ -155,7 +177,7 @@ pub fn unreliable_fs(file: &File) -> io::Result<Option<&'static str>> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn unreliable_fs(_file: &File) -> io::Result<Option<&'static str>> {
+fn fs_with_unreliable_flock(_file: &File) -> io::Result<Option<&'static str>> {
     Ok(None)
 }
 
@@ -221,6 +243,31 @@ pub fn hostname() -> &'static str {
     })
 }
 
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// getpid(2) without a syscall: cached, and forgotten in a fork child by
+/// the fork handler (release and drop check it on every call).
+pub fn current_pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            register_fork_handler();
+            let pid = std::process::id();
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
+}
+
+fn register_fork_handler() {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: registers a plain function pointer; glibc unregisters it
+        // if this shared object is unloaded.
+        unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
+    });
+}
+
 /// Descriptors of every open lock file in this process. A `pcntl_fork()`
 /// child gets copies that share the parent's open file description, so it
 /// would keep the parent's lock alive after a `kill -9` of the parent. The
@@ -229,12 +276,7 @@ pub fn hostname() -> &'static str {
 static LOCK_FDS: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
 pub fn track_fd(fd: RawFd) {
-    static REGISTER: Once = Once::new();
-    REGISTER.call_once(|| {
-        // SAFETY: registers a plain function pointer; glibc unregisters it
-        // if this shared object is unloaded.
-        unsafe { libc::pthread_atfork(None, None, Some(detach_locks_in_child)) };
-    });
+    register_fork_handler();
     LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner()).push(fd);
 }
 
@@ -245,7 +287,8 @@ pub fn untrack_fd(fd: RawFd) {
     }
 }
 
-extern "C" fn detach_locks_in_child() {
+extern "C" fn in_fork_child() {
+    PID.store(0, Ordering::Relaxed);
     // try_lock: forks come from the PHP thread, which never forks while it
     // holds this mutex; if it somehow is held, leave the fds alone.
     let Ok(fds) = LOCK_FDS.try_lock() else {
@@ -259,8 +302,23 @@ extern "C" fn detach_locks_in_child() {
     for &fd in fds.iter() {
         // SAFETY: replaces the child's copy of a descriptor we own with
         // /dev/null; the number stays valid for the owner's later close().
-        unsafe { libc::dup3(null, fd, libc::O_CLOEXEC) };
+        unsafe { replace_fd(null, fd) };
     }
     // SAFETY: `null` was opened above and is not used after this.
     unsafe { libc::close(null) };
+}
+
+#[cfg(target_os = "linux")]
+unsafe fn replace_fd(with: RawFd, fd: RawFd) {
+    // SAFETY: the caller passes two open descriptors.
+    unsafe { libc::dup3(with, fd, libc::O_CLOEXEC) };
+}
+
+#[cfg(not(target_os = "linux"))]
+unsafe fn replace_fd(with: RawFd, fd: RawFd) {
+    // SAFETY: the caller passes two open descriptors.
+    unsafe {
+        libc::dup2(with, fd);
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
 }

@@ -35,9 +35,7 @@ impl File {
             shared: options.bool("shared")?.unwrap_or(defaults.shared),
             allow_network_fs: options.bool("allow_network_fs")?.unwrap_or(defaults.allow_network_fs),
         };
-        Ok(File {
-            lock: FileLock::open(Path::new(&path), file_options)?,
-        })
+        Ok(File::new(FileLock::open(Path::new(&path), file_options)?))
     }
 
     pub fn holder_pid(&self) -> PhpResult<Option<i64>> {
@@ -70,6 +68,7 @@ impl File {
 
 impl File {
     pub fn new(lock: FileLock) -> Self {
+        super::note_lock_object();
         File { lock }
     }
 

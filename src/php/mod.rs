@@ -13,6 +13,17 @@ pub mod options;
 
 use ext_php_rs::types::ZendClassObject;
 use ext_php_rs::zend::ExecutorGlobals;
+use std::cell::Cell;
+
+thread_local! {
+    /// Whether this request made a lock object, so that the shutdown sweep
+    /// costs nothing in requests that never used cronlock.
+    static LOCK_OBJECTS_MADE: Cell<bool> = const { Cell::new(false) };
+}
+
+pub fn note_lock_object() {
+    LOCK_OBJECTS_MADE.with(|made| made.set(true));
+}
 
 /// MINIT: runs before the macro registers the interface and classes.
 pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
@@ -27,6 +38,9 @@ pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
 /// into its next request, so every lock still held by an object of ours is
 /// released here. Shutdown functions and destructors have already run.
 pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
+    if !LOCK_OBJECTS_MADE.with(|made| made.replace(false)) {
+        return 0;
+    }
     let globals = ExecutorGlobals::get();
     let store = &globals.objects_store;
     if store.object_buckets.is_null() {
