@@ -107,9 +107,13 @@ impl FileLock {
         if path.as_os_str().is_empty() {
             return Err(Error::value("$path", "must not be empty"));
         }
-        let c_path = sys::c_path(path).map_err(|_| Error::value("$path", "must not contain NUL bytes"))?;
+        let c_path =
+            sys::c_path(path).map_err(|_| Error::value("$path", "must not contain NUL bytes"))?;
         if options.mode > 0o7777 {
-            return Err(Error::value("$options['mode']", "must be between 0 and 0o7777"));
+            return Err(Error::value(
+                "$options['mode']",
+                "must be between 0 and 0o7777",
+            ));
         }
         let handle = open_handle(path, &c_path, &options)?;
         Ok(FileLock {
@@ -211,7 +215,8 @@ impl FileLock {
 
     fn recorded_pid(&self) -> Result<Option<u32>> {
         let mut buf = [0u8; RECORD_LEN];
-        let n = read_at_most(&self.handle.file, &mut buf).map_err(|e| self.os_error("cannot read", &e))?;
+        let n = read_at_most(&self.handle.file, &mut buf)
+            .map_err(|e| self.os_error("cannot read", &e))?;
         Ok(parse_record_pid(&buf[..n]))
     }
 
@@ -257,7 +262,11 @@ impl FileLock {
     }
 
     fn os_error(&self, what: &str, err: &io::Error) -> Error {
-        Error::Lock(format!("{what} lock file {}: {}", self.path.display(), sys::reason(err)))
+        Error::Lock(format!(
+            "{what} lock file {}: {}",
+            self.path.display(),
+            sys::reason(err)
+        ))
     }
 }
 
@@ -270,8 +279,15 @@ impl Drop for FileLock {
 }
 
 fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<Handle> {
-    let fail = |what: &str, e: &io::Error| Error::Lock(format!("{what} lock file {}: {}", path.display(), sys::reason(e)));
-    let (file, writable) = sys::open_lock_file(c_path, options.mode).map_err(|e| fail("cannot open", &e))?;
+    let fail = |what: &str, e: &io::Error| {
+        Error::Lock(format!(
+            "{what} lock file {}: {}",
+            path.display(),
+            sys::reason(e)
+        ))
+    };
+    let (file, writable) =
+        sys::open_lock_file(c_path, options.mode).map_err(|e| fail("cannot open", &e))?;
     sys::track_fd(file.as_raw_fd());
     let handle = Handle {
         id: sys::regular_file_id(&file).map_err(|e| fail("cannot use", &e))?,
@@ -280,7 +296,9 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
         opened_by: sys::current_pid(),
     };
     if !options.allow_network_fs {
-        if let Some(fs) = sys::unreliable_fs(&handle.file, handle.id.dev).map_err(|e| fail("cannot statfs", &e))? {
+        if let Some(fs) = sys::unreliable_fs(&handle.file, handle.id.dev)
+            .map_err(|e| fail("cannot statfs", &e))?
+        {
             return Err(Error::Lock(format!(
                 "lock file {} is on a {fs} filesystem, where flock() is unreliable; \
                  use a local path or pass 'allow_network_fs' => true",
@@ -308,7 +326,11 @@ fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
 /// to [`RECORD_LEN`] with a final newline, so `cat` shows it plainly.
 fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
     let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let host: String = host.chars().filter(|c| c.is_ascii_graphic()).take(64).collect();
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(64)
+        .collect();
     let text = format!("cronlock pid={pid} host={host} since={}", iso8601_utc(secs));
     let mut record = [b' '; RECORD_LEN];
     let len = text.len().min(RECORD_LEN - 1);
@@ -320,7 +342,11 @@ fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
 fn parse_record_pid(record: &[u8]) -> Option<u32> {
     let rest = record.strip_prefix(RECORD_MAGIC)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok().filter(|&pid| pid != 0)
+    std::str::from_utf8(&rest[..digits])
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&pid| pid != 0)
 }
 
 /// Civil date from days since 1970 (Howard Hinnant's algorithm).
@@ -376,14 +402,24 @@ mod tests {
     #[test]
     fn creates_with_mode_and_records_holder_in_place() {
         let path = temp_dir("mode").join("a.lock");
-        let mut lock = FileLock::open(&path, FileOptions { mode: 0o600, ..FileOptions::default() }).unwrap();
+        let mut lock = FileLock::open(
+            &path,
+            FileOptions {
+                mode: 0o600,
+                ..FileOptions::default()
+            },
+        )
+        .unwrap();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600 & !current_umask());
         assert_eq!(meta.len(), 0, "nothing is written before the lock is held");
         assert!(lock.acquire(Wait::Once).unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.len(), RECORD_LEN);
-        assert!(text.starts_with(&format!("cronlock pid={} host=", sys::current_pid())), "{text}");
+        assert!(
+            text.starts_with(&format!("cronlock pid={} host=", sys::current_pid())),
+            "{text}"
+        );
         assert_eq!(lock.holder_pid().unwrap(), Some(sys::current_pid()));
         lock.release().unwrap();
         assert_eq!(lock.holder_pid().unwrap(), None);
@@ -404,8 +440,15 @@ mod tests {
         std::fs::write(&path, "<?php echo 'hello';\n").unwrap();
         let mut lock = open(&path);
         assert!(lock.acquire(Wait::Once).unwrap());
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "<?php echo 'hello';\n");
-        assert_eq!(lock.holder_pid().unwrap(), Some(sys::current_pid()), "from the kernel");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "<?php echo 'hello';\n"
+        );
+        assert_eq!(
+            lock.holder_pid().unwrap(),
+            Some(sys::current_pid()),
+            "from the kernel"
+        );
     }
 
     #[test]
@@ -414,7 +457,10 @@ mod tests {
         std::fs::write(dir.join("target"), "").unwrap();
         std::os::unix::fs::symlink(dir.join("target"), dir.join("link")).unwrap();
         let err = FileLock::open(&dir.join("link"), FileOptions::default()).unwrap_err();
-        assert!(matches!(err, Error::Lock(ref m) if m.contains("link")), "{err}");
+        assert!(
+            matches!(err, Error::Lock(ref m) if m.contains("link")),
+            "{err}"
+        );
         let err = FileLock::open(&dir, FileOptions::default()).unwrap_err();
         assert!(matches!(err, Error::Lock(_)), "{err}");
         let fifo = sys::c_path(&dir.join("fifo")).unwrap();
@@ -430,7 +476,10 @@ mod tests {
         assert!(matches!(err, Error::InvalidValue { ref arg, .. } if arg == "$path"));
         let err = FileLock::open(Path::new("a\0b"), FileOptions::default()).unwrap_err();
         assert!(matches!(err, Error::InvalidValue { ref arg, .. } if arg == "$path"));
-        let opts = FileOptions { mode: 0o10000, ..FileOptions::default() };
+        let opts = FileOptions {
+            mode: 0o10000,
+            ..FileOptions::default()
+        };
         let err = FileLock::open(Path::new("/tmp/x.lock"), opts).unwrap_err();
         assert!(matches!(err, Error::InvalidValue { ref arg, .. } if arg == "$options['mode']"));
     }
@@ -452,14 +501,21 @@ mod tests {
     #[test]
     fn shared_locks_coexist_and_exclude_writers() {
         let path = temp_dir("shared").join("a.lock");
-        let shared = FileOptions { shared: true, ..FileOptions::default() };
+        let shared = FileOptions {
+            shared: true,
+            ..FileOptions::default()
+        };
         let mut r1 = FileLock::open(&path, shared).unwrap();
         let mut r2 = FileLock::open(&path, shared).unwrap();
         let mut w = open(&path);
         assert!(r1.acquire(Wait::Once).unwrap());
         assert!(r2.acquire(Wait::Once).unwrap());
         assert!(!w.acquire(Wait::Once).unwrap());
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "readers record nothing");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            0,
+            "readers record nothing"
+        );
     }
 
     #[test]
@@ -470,7 +526,9 @@ mod tests {
         let waiter_path = path.clone();
         let waiter = std::thread::spawn(move || {
             let mut lock = open(&waiter_path);
-            let got = lock.acquire(Wait::from_seconds("$timeout", 10.0).unwrap()).unwrap();
+            let got = lock
+                .acquire(Wait::from_seconds("$timeout", 10.0).unwrap())
+                .unwrap();
             (got, Instant::now())
         });
         std::thread::sleep(Duration::from_millis(100));
@@ -490,7 +548,9 @@ mod tests {
         assert!(holder.acquire(Wait::Once).unwrap());
         let mut waiter = open(&path);
         let start = Instant::now();
-        assert!(!waiter.acquire(Wait::from_seconds("$timeout", 0.2).unwrap()).unwrap());
+        assert!(!waiter
+            .acquire(Wait::from_seconds("$timeout", 0.2).unwrap())
+            .unwrap());
         assert!(start.elapsed() >= Duration::from_millis(200));
     }
 
@@ -510,16 +570,29 @@ mod tests {
         let mut status = 0;
         // SAFETY: waiting for our own child.
         unsafe { libc::waitpid(child, &mut status, 0) };
-        assert_eq!(libc::WEXITSTATUS(status), 0, "child release must return false");
-        assert!(!open(&path).acquire(Wait::Once).unwrap(), "parent still holds");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "child release must return false"
+        );
+        assert!(
+            !open(&path).acquire(Wait::Once).unwrap(),
+            "parent still holds"
+        );
         assert!(lock.is_held());
     }
 
     #[test]
     fn record_round_trips_and_dates_are_civil() {
-        let rec = format_record(4242, "web1", UNIX_EPOCH + Duration::from_secs(1_764_514_200));
+        let rec = format_record(
+            4242,
+            "web1",
+            UNIX_EPOCH + Duration::from_secs(1_764_514_200),
+        );
         assert_eq!(parse_record_pid(&rec), Some(4242));
-        assert!(std::str::from_utf8(&rec).unwrap().contains("since=2025-11-30T14:50:00Z"));
+        assert!(std::str::from_utf8(&rec)
+            .unwrap()
+            .contains("since=2025-11-30T14:50:00Z"));
         assert_eq!(iso8601_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(iso8601_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(parse_record_pid(b"hello"), None);

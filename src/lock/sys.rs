@@ -38,16 +38,26 @@ pub fn c_path(path: &Path) -> io::Result<CString> {
 /// us (flock works on read-only descriptors). Returns the file and whether
 /// it is writable.
 pub fn open_lock_file(path: &CString, mode: u32) -> io::Result<(File, bool)> {
-    const BASE: libc::c_int = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    const BASE: libc::c_int =
+        libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
     // SAFETY: `path` is a valid NUL-terminated string; the mode is passed as
     // the variadic argument open(2) expects with O_CREAT.
-    let fd = unsafe { libc::open(path.as_ptr(), BASE | libc::O_RDWR | libc::O_CREAT, mode as libc::c_uint) };
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            BASE | libc::O_RDWR | libc::O_CREAT,
+            mode as libc::c_uint,
+        )
+    };
     if fd >= 0 {
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         return Ok((unsafe { File::from_raw_fd(fd) }, true));
     }
     let err = io::Error::last_os_error();
-    if !matches!(err.raw_os_error(), Some(libc::EACCES | libc::EROFS | libc::EPERM)) {
+    if !matches!(
+        err.raw_os_error(),
+        Some(libc::EACCES | libc::EROFS | libc::EPERM)
+    ) {
         return Err(err);
     }
     // SAFETY: as above, without O_CREAT so no mode argument is read.
@@ -78,7 +88,10 @@ pub fn regular_file_id(file: &File) -> io::Result<FileId> {
     // SAFETY: fstat succeeded and filled `st`.
     let st = unsafe { st.assume_init() };
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(io::Error::other(format!("not a regular file (it is {})", kind_name(st.st_mode))));
+        return Err(io::Error::other(format!(
+            "not a regular file (it is {})",
+            kind_name(st.st_mode)
+        )));
     }
     Ok(file_id(&st))
 }
@@ -142,11 +155,19 @@ pub fn unlock(file: &File) -> io::Result<()> {
 /// mounted, and it saves a syscall on every `new CronLock\File`.
 pub fn unreliable_fs(file: &File, dev: u64) -> io::Result<Option<&'static str>> {
     static KNOWN: Mutex<Vec<(u64, Option<&'static str>)>> = Mutex::new(Vec::new());
-    if let Some(&(_, fs)) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(d, _)| *d == dev) {
+    if let Some(&(_, fs)) = KNOWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(d, _)| *d == dev)
+    {
         return Ok(fs);
     }
     let fs = fs_with_unreliable_flock(file)?;
-    KNOWN.lock().unwrap_or_else(|e| e.into_inner()).push((dev, fs));
+    KNOWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((dev, fs));
     Ok(fs)
 }
 
@@ -227,7 +248,9 @@ pub fn process_alive(pid: u32) -> bool {
         return false;
     };
     // SAFETY: signal 0 only checks for existence and permission.
-    unsafe { libc::kill(pid, 0) == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
+    unsafe {
+        libc::kill(pid, 0) == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
 }
 
 pub fn hostname() -> &'static str {

@@ -3,7 +3,7 @@
 //! type. They are set in place once, so Reflection, IDEs and the stub test
 //! see the contract's exact signatures. Argument parsing is unaffected.
 
-use ext_php_rs::ffi::{_ZEND_TYPE_NAME_BIT, zend_internal_arg_info, zend_type};
+use ext_php_rs::ffi::{zend_internal_arg_info, zend_type, _ZEND_TYPE_NAME_BIT};
 use ext_php_rs::types::ZendStr;
 use ext_php_rs::zend::Function;
 use std::ffi::CStr;
@@ -19,12 +19,25 @@ pub fn fix_signatures() {
     static FIXED: Once = Once::new();
     FIXED.call_once(|| {
         let lock_or_name = class_type("CronLock\\Lock", MAY_BE_STRING | MAY_BE_NULL);
-        let array = zend_type { ptr: std::ptr::null_mut(), type_mask: MAY_BE_ARRAY };
+        let array = zend_type {
+            ptr: std::ptr::null_mut(),
+            type_mask: MAY_BE_ARRAY,
+        };
         let cron_guard = Function::try_from_function("cron_guard");
         set_arg(cron_guard.as_ref(), 1, lock_or_name, c"null");
         set_arg(cron_guard.as_ref(), 2, array, c"[]");
-        set_arg(Function::try_from_method("CronLock\\File", "__construct").as_ref(), 1, array, c"[]");
-        set_arg(Function::try_from_method("CronLock\\Redis", "__construct").as_ref(), 3, array, c"[]");
+        set_arg(
+            Function::try_from_method("CronLock\\File", "__construct").as_ref(),
+            1,
+            array,
+            c"[]",
+        );
+        set_arg(
+            Function::try_from_method("CronLock\\Redis", "__construct").as_ref(),
+            3,
+            array,
+            c"[]",
+        );
         set_arg(
             Function::try_from_method("CronLock\\Guard", "lock").as_ref(),
             -1,

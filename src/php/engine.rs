@@ -10,7 +10,12 @@ extern "C" {
     fn zend_exception_restore();
     #[link_name = "display_ini_entries"]
     fn php_display_ini_entries(module: *mut ModuleEntry);
-    fn zend_ini_string_ex(name: *const c_char, name_length: usize, orig: i32, exists: *mut bool) -> *mut c_char;
+    fn zend_ini_string_ex(
+        name: *const c_char,
+        name_length: usize,
+        orig: i32,
+        exists: *mut bool,
+    ) -> *mut c_char;
 }
 
 /// What `exit($status)` does: the script unwinds through `finally` blocks
@@ -43,7 +48,11 @@ pub fn ini_string(name: &CStr) -> Option<String> {
         return None;
     }
     // SAFETY: the engine returns a NUL-terminated string it keeps alive.
-    Some(unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(value) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// One line through PHP's `error_log()`, so it goes wherever the user's

@@ -28,12 +28,16 @@ impl File {
             Some(mode) => u32::try_from(mode)
                 .ok()
                 .filter(|&m| m <= 0o7777)
-                .ok_or_else(|| Error::value(options.arg_name("mode"), "must be between 0 and 0o7777"))?,
+                .ok_or_else(|| {
+                    Error::value(options.arg_name("mode"), "must be between 0 and 0o7777")
+                })?,
         };
         let file_options = FileOptions {
             mode,
             shared: options.bool("shared")?.unwrap_or(defaults.shared),
-            allow_network_fs: options.bool("allow_network_fs")?.unwrap_or(defaults.allow_network_fs),
+            allow_network_fs: options
+                .bool("allow_network_fs")?
+                .unwrap_or(defaults.allow_network_fs),
         };
         Ok(File::new(FileLock::open(Path::new(&path), file_options)?))
     }
@@ -48,7 +52,9 @@ impl File {
 
     #[php(defaults(timeout = 0.0))]
     pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
-        Ok(self.lock.acquire(Wait::from_seconds("$timeout", timeout)?)?)
+        Ok(self
+            .lock
+            .acquire(Wait::from_seconds("$timeout", timeout)?)?)
     }
 
     /// flock(2) has no expiry: holding is all there is to renew.

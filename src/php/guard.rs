@@ -78,16 +78,28 @@ fn release(lock: &mut Zval) {
 }
 
 #[php_function]
-pub fn cron_guard(job: ZendCallable, lock: Option<&Zval>, options: Option<&ZendHashTable>) -> PhpResult<Zval> {
+pub fn cron_guard(
+    job: ZendCallable,
+    lock: Option<&Zval>,
+    options: Option<&ZendHashTable>,
+) -> PhpResult<Zval> {
     let options = Options::new("$options", options, &["wait", "max_runtime", "on_busy"])?;
     let wait = options.seconds("wait")?.unwrap_or(0.0);
     let max_runtime = match options.seconds("max_runtime")? {
-        Some(s) if s <= 0.0 => return Err(Error::value(options.arg_name("max_runtime"), "must be greater than 0").into()),
+        Some(s) if s <= 0.0 => {
+            return Err(
+                Error::value(options.arg_name("max_runtime"), "must be greater than 0").into(),
+            )
+        }
         other => other,
     };
     let on_busy = match options.int("on_busy")? {
         Some(code) if !(0..=255).contains(&code) => {
-            return Err(Error::value(options.arg_name("on_busy"), "must be an exit status between 0 and 255").into())
+            return Err(Error::value(
+                options.arg_name("on_busy"),
+                "must be an exit status between 0 and 255",
+            )
+            .into())
         }
         other => other.map(|c| c as i32),
     };
@@ -104,7 +116,9 @@ pub fn cron_guard(job: ZendCallable, lock: Option<&Zval>, options: Option<&ZendH
         return Ok(Zval::null());
     }
 
-    let releaser = BailoutGuard::new(Releaser { lock: lock.shallow_clone() });
+    let releaser = BailoutGuard::new(Releaser {
+        lock: lock.shallow_clone(),
+    });
     let deadline = max_runtime.map(|s| {
         Duration::try_from_secs_f64(s)
             .ok()
@@ -149,7 +163,10 @@ fn resolve_lock(lock: Option<&Zval>) -> PhpResult<Zval> {
         Some(value) if value.is_null() => file_lock_zval(&lock_file_path(&script_lock_name()?)?),
         Some(value) => Err(Error::type_(
             "$lock",
-            format!("must be of type CronLock\\Lock|string|null, {} given", type_name(value)),
+            format!(
+                "must be of type CronLock\\Lock|string|null, {} given",
+                type_name(value)
+            ),
         )
         .into()),
     }
@@ -165,13 +182,18 @@ fn validate_name(name: &str) -> Result<(), Error> {
         && name.len() <= 200
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     if valid {
         Ok(())
     } else {
         Err(Error::value(
             "$lock",
-            format!("must be a lock name of 1 to 200 characters [A-Za-z0-9._-], '{}' given", name.escape_default()),
+            format!(
+                "must be a lock name of 1 to 200 characters [A-Za-z0-9._-], '{}' given",
+                name.escape_default()
+            ),
         ))
     }
 }
@@ -185,7 +207,9 @@ pub fn lock_dir_for(setting: &str) -> PathBuf {
     }
     let run_lock = Path::new("/run/lock");
     // SAFETY: access(2) with a NUL-terminated constant path.
-    if unsafe { libc::access(c"/run/lock".as_ptr(), libc::W_OK | libc::X_OK) } == 0 && run_lock.is_dir() {
+    if unsafe { libc::access(c"/run/lock".as_ptr(), libc::W_OK | libc::X_OK) } == 0
+        && run_lock.is_dir()
+    {
         return run_lock.to_owned();
     }
     std::env::temp_dir()
@@ -230,18 +254,32 @@ fn script_lock_name() -> Result<String, Error> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(100)
         .collect();
-    Ok(format!("{base}.{:016x}", fnv1a64(real.as_os_str().as_encoded_bytes())))
+    Ok(format!(
+        "{base}.{:016x}",
+        fnv1a64(real.as_os_str().as_encoded_bytes())
+    ))
 }
 
 fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn busy_message(lock: &mut Zval) -> String {
-    if let Some(file) = lock.object().and_then(ZendClassObject::<File>::from_zend_obj) {
+    if let Some(file) = lock
+        .object()
+        .and_then(ZendClassObject::<File>::from_zend_obj)
+    {
         let holder = match file.lock().holder_pid() {
             Ok(Some(pid)) => format!("pid {pid}"),
             _ => "another process (pid unknown)".to_owned(),

@@ -12,7 +12,10 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
     info_table_row!("file locks", "flock(2)");
     let lock_dir = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
     let effective = super::guard::lock_dir_for(&lock_dir);
-    info_table_row!("named locks directory", effective.to_string_lossy().as_ref());
+    info_table_row!(
+        "named locks directory",
+        effective.to_string_lossy().as_ref()
+    );
     info_table_end!();
     engine::display_ini_entries(module);
 }

@@ -14,7 +14,11 @@ impl<'a> Options<'a> {
     /// # Errors
     ///
     /// [`Error::InvalidValue`] naming the first key not in `known`.
-    pub fn new(arg: &'static str, table: Option<&'a ZendHashTable>, known: &[&str]) -> Result<Self> {
+    pub fn new(
+        arg: &'static str,
+        table: Option<&'a ZendHashTable>,
+        known: &[&str],
+    ) -> Result<Self> {
         let mut values = HashMap::new();
         for (key, value) in table.into_iter().flat_map(ZendHashTable::iter) {
             let key = match key {
@@ -37,7 +41,10 @@ impl<'a> Options<'a> {
     }
 
     fn wrong_type(&self, key: &str, expected: &str, given: &Zval) -> Error {
-        Error::type_(self.name(key), format!("must be of type {expected}, {} given", type_name(given)))
+        Error::type_(
+            self.name(key),
+            format!("must be of type {expected}, {} given", type_name(given)),
+        )
     }
 
     /// `Ok(None)` when the key is absent (or null, where `null` means "default").
@@ -68,7 +75,9 @@ impl<'a> Options<'a> {
             Some(v) => return Err(self.wrong_type(key, "?float", v)),
         };
         match seconds {
-            Some(s) if s.is_nan() => Err(Error::value(self.name(key), "must be a number, NaN given")),
+            Some(s) if s.is_nan() => {
+                Err(Error::value(self.name(key), "must be a number, NaN given"))
+            }
             other => Ok(other),
         }
     }
