@@ -61,9 +61,18 @@ mod tests {
         assert_eq!(Wait::from_seconds("$timeout", 0.0).unwrap(), Wait::Once);
         assert_eq!(Wait::from_seconds("$timeout", -0.0).unwrap(), Wait::Once);
         assert_eq!(Wait::from_seconds("$timeout", -1.0).unwrap(), Wait::Forever);
-        assert_eq!(Wait::from_seconds("$timeout", f64::INFINITY).unwrap(), Wait::Forever);
-        assert_eq!(Wait::from_seconds("$timeout", 1e300).unwrap(), Wait::Forever);
-        assert!(matches!(Wait::from_seconds("$timeout", 0.5).unwrap(), Wait::Until(_)));
+        assert_eq!(
+            Wait::from_seconds("$timeout", f64::INFINITY).unwrap(),
+            Wait::Forever
+        );
+        assert_eq!(
+            Wait::from_seconds("$timeout", 1e300).unwrap(),
+            Wait::Forever
+        );
+        assert!(matches!(
+            Wait::from_seconds("$timeout", 0.5).unwrap(),
+            Wait::Until(_)
+        ));
         let err = Wait::from_seconds("$timeout", f64::NAN).unwrap_err();
         assert!(err.to_string().contains("$timeout"));
     }
