@@ -375,11 +375,26 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
-    fn temp_dir(name: &str) -> PathBuf {
+    /// A scratch directory, removed when the test ends.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn join(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp_dir(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!("cronlock-test-{}-{name}", sys::current_pid()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        TempDir(dir)
     }
 
     fn open(path: &Path) -> FileLock {
@@ -388,7 +403,8 @@ mod tests {
 
     #[test]
     fn second_handle_is_excluded_until_release() {
-        let path = temp_dir("excl").join("a.lock");
+        let dir = temp_dir("excl");
+        let path = dir.join("a.lock");
         let (mut a, mut b) = (open(&path), open(&path));
         assert!(a.acquire(Wait::Once).unwrap());
         assert!(a.is_held());
@@ -401,7 +417,8 @@ mod tests {
 
     #[test]
     fn creates_with_mode_and_records_holder_in_place() {
-        let path = temp_dir("mode").join("a.lock");
+        let dir = temp_dir("mode");
+        let path = dir.join("a.lock");
         let mut lock = FileLock::open(
             &path,
             FileOptions {
@@ -436,7 +453,8 @@ mod tests {
 
     #[test]
     fn never_writes_into_a_file_with_other_content() {
-        let path = temp_dir("foreign").join("script.php");
+        let dir = temp_dir("foreign");
+        let path = dir.join("script.php");
         std::fs::write(&path, "<?php echo 'hello';\n").unwrap();
         let mut lock = open(&path);
         assert!(lock.acquire(Wait::Once).unwrap());
@@ -461,7 +479,7 @@ mod tests {
             matches!(err, Error::Lock(ref m) if m.contains("link")),
             "{err}"
         );
-        let err = FileLock::open(&dir, FileOptions::default()).unwrap_err();
+        let err = FileLock::open(&dir.0, FileOptions::default()).unwrap_err();
         assert!(matches!(err, Error::Lock(_)), "{err}");
         let fifo = sys::c_path(&dir.join("fifo")).unwrap();
         // SAFETY: mkfifo with a valid path.
@@ -486,7 +504,8 @@ mod tests {
 
     #[test]
     fn relocks_when_the_file_is_replaced_behind_our_back() {
-        let path = temp_dir("replace").join("a.lock");
+        let dir = temp_dir("replace");
+        let path = dir.join("a.lock");
         let mut stale = open(&path);
         std::fs::remove_file(&path).unwrap();
         let mut fresh = open(&path);
@@ -500,7 +519,8 @@ mod tests {
 
     #[test]
     fn shared_locks_coexist_and_exclude_writers() {
-        let path = temp_dir("shared").join("a.lock");
+        let dir = temp_dir("shared");
+        let path = dir.join("a.lock");
         let shared = FileOptions {
             shared: true,
             ..FileOptions::default()
@@ -520,7 +540,8 @@ mod tests {
 
     #[test]
     fn timed_wait_gets_the_lock_soon_after_release() {
-        let path = temp_dir("wait").join("a.lock");
+        let dir = temp_dir("wait");
+        let path = dir.join("a.lock");
         let mut holder = open(&path);
         assert!(holder.acquire(Wait::Once).unwrap());
         let waiter_path = path.clone();
@@ -543,7 +564,8 @@ mod tests {
 
     #[test]
     fn timed_wait_gives_up_at_the_deadline() {
-        let path = temp_dir("timeout").join("a.lock");
+        let dir = temp_dir("timeout");
+        let path = dir.join("a.lock");
         let mut holder = open(&path);
         assert!(holder.acquire(Wait::Once).unwrap());
         let mut waiter = open(&path);
@@ -556,7 +578,8 @@ mod tests {
 
     #[test]
     fn fork_child_neither_frees_nor_keeps_the_parent_lock() {
-        let path = temp_dir("fork").join("a.lock");
+        let dir = temp_dir("fork");
+        let path = dir.join("a.lock");
         let mut lock = open(&path);
         assert!(lock.acquire(Wait::Once).unwrap());
         // SAFETY: the child only releases, drops and _exits.

@@ -1,0 +1,126 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/demo, scripts/test and .ci/run. Source it:
+#   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# It sets CRONLOCK_ROOT (the repository root) and defines:
+#   ensure_deps   check tools and Debian packages; install what is missing
+#   build_ext     cargo build --release of $CRONLOCK_EXT (abs path of the .so)
+#   ext_ini_dir   make a temp dir holding cronlock.ini; prints the dir
+#   use_ext       export PHP_INI_SCAN_DIR so every php started from here loads
+#                 the extension (on top of Debian's own conf.d ini files)
+
+CRONLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# cargo's target dir: $CARGO_TARGET_DIR if set (relative: to the root, where
+# build_ext runs cargo), else target/
+_target="${CARGO_TARGET_DIR:-target}"
+[[ "$_target" == /* ]] || _target="$CRONLOCK_ROOT/$_target"
+CRONLOCK_EXT="$_target/release/libcronlock.so"
+PHP_VER="${PHP_VER:-8.2}"   # Debian 12 ships PHP 8.2
+
+if [[ -t 1 ]]; then _B=$'\033[1m' _R=$'\033[31m' _N=$'\033[0m'; else _B="" _R="" _N=""; fi
+say()  { printf '%s==> %s%s\n' "$_B" "$*" "$_N"; }
+die()  { printf '%sERROR: %s%s\n' "$_R" "$*" "$_N" >&2; exit 1; }
+
+pkg_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+# ensure_deps: every tool the build and the tests need.
+# Missing Debian packages are installed when we are root (apt-get update once,
+# then one apt-get install); otherwise the exact sudo command is printed.
+ensure_deps() {
+    local missing=() cmd pkg pair
+    # command -> Debian package that provides it
+    local -a need=(
+        "php:php$PHP_VER-cli"
+        "php-config:php$PHP_VER-dev"
+        "phpize:php$PHP_VER-dev"
+        "cc:gcc"
+        "clang:clang"
+        "phpunit:phpunit"
+        "composer:composer"
+        "redis-server:redis-server"
+        "redis-cli:redis-tools"
+        "openssl:openssl"
+        "flock:util-linux"
+    )
+    for pair in "${need[@]}"; do
+        cmd="${pair%%:*}" pkg="${pair#*:}"
+        command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+    # a library (bindgen needs libclang): no command to look for, ask dpkg
+    pkg_installed libclang-dev || missing+=(libclang-dev)
+    # pcntl (built into Debian's php-cli) and posix (php-common)
+    if command -v php >/dev/null 2>&1; then
+        php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \
+            || missing+=("php$PHP_VER-cli" "php$PHP_VER-common")
+    fi
+
+    if ((${#missing[@]})); then
+        mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+        if [[ "$(id -u)" -ne 0 ]]; then
+            echo "Missing packages. Install them with:" >&2
+            echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+            exit 1
+        fi
+        say "installing: ${missing[*]}"
+        local apt=(apt-get -q -o DPkg::Lock::Timeout=300)  # wait if apt is busy
+        "${apt[@]}" update </dev/null || die "apt-get update failed"
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y "${missing[@]}" </dev/null \
+            || die "apt-get install ${missing[*]} failed"
+    fi
+
+    # Rust comes from rustup, not Debian (Debian 12's rustc is too old).
+    command -v cargo >/dev/null 2>&1 \
+        || die "cargo not found: install Rust >= 1.89 with rustup (https://rustup.rs)"
+    cargo fmt --version >/dev/null 2>&1 \
+        || die "rustfmt missing: rustup component add rustfmt"
+    cargo clippy --version >/dev/null 2>&1 \
+        || die "clippy missing: rustup component add clippy"
+}
+
+# build_ext: release build of the extension (target/release/libcronlock.so).
+build_ext() {
+    say "cargo build --release"
+    (cd "$CRONLOCK_ROOT" && cargo build --release) \
+        || die "cargo build --release failed"
+    [[ -f "$CRONLOCK_EXT" ]] || die "build produced no $CRONLOCK_EXT"
+}
+
+# ext_ini_dir: new temp dir with cronlock.ini loading our build; prints it.
+# Use it through PHP_INI_SCAN_DIR=":DIR" - the leading ':' keeps PHP's
+# default scan dir (/etc/php/X/cli/conf.d: pcntl, posix, redis, ...) too.
+ext_ini_dir() {
+    local dir
+    dir="$(mktemp -d "${TMPDIR:-/tmp}/cronlock-ini.XXXXXX")"
+    printf 'extension=%s\n' "$CRONLOCK_EXT" >"$dir/cronlock.ini"
+    printf '%s\n' "$dir"
+}
+
+# use_ext: export PHP_INI_SCAN_DIR (and CRONLOCK_EXT) for this shell and its
+# children, so every php, phpunit and @runInSeparateProcess child loads the
+# extension. The ini dir is removed when the shell exits (via cleanup_push).
+use_ext() {
+    local dir
+    dir="$(ext_ini_dir)"
+    cleanup_push "rm -rf '$dir'"
+    export CRONLOCK_EXT
+    export PHP_INI_SCAN_DIR="${PHP_INI_SCAN_DIR:-}:$dir"
+    php -r 'exit(extension_loaded("cronlock") ? 0 : 1);' \
+        || die "php does not load $CRONLOCK_EXT (PHP_INI_SCAN_DIR=$PHP_INI_SCAN_DIR)"
+}
+
+# A tiny LIFO of cleanup commands run on EXIT; they see the script's exit
+# status in CRONLOCK_EXIT_RC.
+_CLEANUPS=()
+cleanup_push() {
+    _CLEANUPS+=("$1")
+    trap _run_cleanups EXIT
+}
+_run_cleanups() {
+    # shellcheck disable=SC2034 # read by the callers' cleanup commands
+    CRONLOCK_EXIT_RC=$?
+    local i
+    for ((i = ${#_CLEANUPS[@]} - 1; i >= 0; i--)); do
+        eval "${_CLEANUPS[i]}" || true
+    done
+}
