@@ -1,0 +1,1742 @@
+//! A Redis lock for one key: a random token stored with `SET NX PX`, that
+//! only its holder can extend or delete, and that expires by itself when
+//! the holder dies.
+//!
+//! ```no_run
+//! use cronlock::lock::redis::{RedisLock, RedisOptions};
+//! use cronlock::lock::Wait;
+//! use std::time::Duration;
+//!
+//! # fn main() -> cronlock::error::Result<()> {
+//! let options = RedisOptions { auto_renew: true, ..RedisOptions::default() };
+//! let mut lock = RedisLock::new(
+//!     "redis://127.0.0.1:6379/0",
+//!     "cron:sync-orders",
+//!     Duration::from_secs(300),
+//!     options,
+//! )?;
+//! if lock.acquire(Wait::Once)? {
+//!     let fence = lock.fencing_token(); // hand this to downstream writes
+//!     // ... the job ...
+//!     lock.release()?;
+//! } // else: the previous run is still going; skip this one
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is stored in Redis
+//!
+//! | name | kind | what |
+//! | --- | --- | --- |
+//! | `<key>` | string key | the holder's token (32 hex digits, 128 bits from `getrandom(2)`), with the lock's TTL |
+//! | `<key>:fence` | string key | the fencing counter: `INCR`ed by every successful acquire, never expires, never deleted by cronlock |
+//! | `<key>:released` | pub/sub channel | `release()` publishes an empty message here to wake waiters |
+//!
+//! Every operation is one Lua script, so it is atomic and one round trip
+//! (the crate's [`Script`] sends `EVALSHA` and loads the script only when the
+//! server answers `NOSCRIPT`):
+//!
+//! - acquire: `SET <key> <token> NX PX <ttl>`; on success `INCR <key>:fence`
+//!   and reply `{1, fence}`, otherwise reply `{0, PTTL <key>}` so a waiter
+//!   knows when the key expires at the latest.
+//! - renew: `PEXPIRE <key> <ttl>` only if `GET <key>` is still our token.
+//! - release: `DEL <key>` and `PUBLISH <key>:released ""` only if `GET <key>`
+//!   is still our token. The publish is a `pcall`, so an ACL user without
+//!   channel rights can still release (its waiters then poll).
+//!
+//! Any other client that takes `<key>` with `SET NX` excludes cronlock and is
+//! excluded by it. A key that is no longer ours (expired, then taken by
+//! someone else) is never extended or deleted: `renew()`/`release()` report
+//! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
+//! fencing counter; leave it alone. Redis Cluster is not supported (no
+//! `MOVED` handling).
+//!
+//! # DSN
+//!
+//! Parsed by the redis crate: `redis://[[user]:password@]host[:port][/db]`,
+//! `rediss://…` for TLS, `unix:///path/to/redis.sock` (with `?db=N`,
+//! `?user=U&pass=P` as query parameters). Percent-encode reserved characters
+//! in user names and passwords. No error message ever contains the password.
+//!
+//! # TLS
+//!
+//! `rediss://` verifies the server with rustls against the system's CA
+//! certificates (`rustls-native-certs`); setting `SSL_CERT_FILE` (a PEM
+//! bundle) or `SSL_CERT_DIR` replaces those, e.g. to trust a private CA.
+//! The environment is read at each connect. `rediss://host:port/#insecure`
+//! turns verification off (certificate and host name): only for testing.
+//!
+//! # Timeouts and failures
+//!
+//! [`RedisLock::new`] only parses; the connection is opened on first use,
+//! within `connect_timeout` (TCP connect plus AUTH/SELECT; host names are
+//! resolved by the system without a timeout). Every reply must arrive
+//! within `read_timeout`. Unreachable server, refused authentication or a
+//! timeout are [`Error::Connection`]; a connection that failed is dropped and
+//! the next call opens a new one.
+//!
+//! - `acquire` failing leaves the lock not held. If the server executed the
+//!   script but its reply was lost, the key stays until its TTL.
+//! - `renew` failing keeps the lock held as far as we know: [`RedisLock::is_held`]
+//!   stays true until the TTL from the last confirmed acquire or renew has
+//!   passed, and a later `renew` may still succeed.
+//! - `release` failing forgets the lock: it is not held any more, and the key
+//!   expires by its TTL.
+//!
+//! # TTL
+//!
+//! Sent in milliseconds, rounded up (so at least 1 ms); at most 10 years
+//! ([`MAX_TTL`]) — more is refused as a bad `$ttl`.
+//!
+//! # Auto-renew
+//!
+//! With [`RedisOptions::auto_renew`] a thread with its own connection renews
+//! the key every ttl/3 while the lock is held. It stops when the lock is
+//! released or dropped (woken at once, not after a sleep), or when it finds
+//! the key is no longer ours or could not renew before the TTL ran out; the
+//! lock is then lost. It always renews to the lock's TTL, also after a
+//! one-off `renew(Some(ttl))`.
+//!
+//! # Fork
+//!
+//! The lock belongs to the process that acquired it. In a child made by
+//! `fork()`, the lock is not held, `renew`/`release` return `false` without
+//! sending anything, and dropping it sends nothing: the inherited sockets
+//! are forgotten, never closed (closing a TLS session would corrupt the
+//! parent's), and the parent's renewal thread, which does not exist in the
+//! child, is neither joined nor signalled. The child may `acquire` on its
+//! own connection.
+
+use super::Wait;
+use crate::error::{Error, Result};
+use redis::{
+    Client, Connection, ErrorKind, IntoConnectionInfo, RedisError, RedisResult, Script,
+    ScriptInvocation, ServerErrorKind,
+};
+use std::mem;
+use std::process;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The longest TTL accepted: 10 years.
+pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+
+/// Waiters retry at least this often, for holders that `DEL` the key
+/// without publishing (other clients, or an ACL user without channel rights).
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Longest pause between auto-renew attempts after a failed one.
+const RENEW_RETRY_MAX: Duration = Duration::from_secs(1);
+
+const ACQUIRE_LUA: &str = r"
+-- KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl in ms
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' then
+    -- do not leave behind a lock the caller will never know it holds
+    redis.call('DEL', KEYS[1])
+    return fence
+  end
+  return {1, fence}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+";
+
+const RENEW_LUA: &str = r"
+-- KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+const RELEASE_LUA: &str = r"
+-- KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  -- pcall: a user without channel rights may still release
+  redis.pcall('PUBLISH', ARGV[2], '')
+  return 1
+end
+return 0
+";
+
+struct Scripts {
+    acquire: Script,
+    renew: Script,
+    release: Script,
+}
+
+fn scripts() -> &'static Scripts {
+    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
+    SCRIPTS.get_or_init(|| Scripts {
+        acquire: Script::new(ACQUIRE_LUA),
+        renew: Script::new(RENEW_LUA),
+        release: Script::new(RELEASE_LUA),
+    })
+}
+
+/// Whether `rediss://` DSNs work in this build (they do: rustls is built in).
+pub fn tls_supported() -> bool {
+    true
+}
+
+/// Connection settings of a [`RedisLock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisOptions {
+    /// Limit for opening a connection, including AUTH and SELECT. Must be > 0.
+    pub connect_timeout: Duration,
+    /// Limit for each reply (and each write). Must be > 0.
+    pub read_timeout: Duration,
+    /// Renew the TTL from a background thread every ttl/3 while held.
+    pub auto_renew: bool,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+            auto_renew: false,
+        }
+    }
+}
+
+/// Converts a PHP `$ttl` in seconds, with the same checks as [`RedisLock::new`].
+///
+/// # Errors
+///
+/// [`Error::InvalidValue`] for `$ttl` when `seconds` is NaN, infinite, not
+/// positive, or longer than [`MAX_TTL`].
+pub fn ttl_from_secs(seconds: f64) -> Result<Duration> {
+    let ttl = Duration::try_from_secs_f64(seconds)
+        .map_err(|_| Error::value("$ttl", "must be a finite number greater than 0"))?;
+    check_ttl(ttl)
+}
+
+fn check_ttl(ttl: Duration) -> Result<Duration> {
+    if ttl.is_zero() {
+        return Err(Error::value("$ttl", "must be greater than 0"));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::value(
+            "$ttl",
+            format!("must be at most {} seconds (10 years)", MAX_TTL.as_secs()),
+        ));
+    }
+    Ok(ttl)
+}
+
+/// Redis takes whole milliseconds; rounding up keeps a sub-millisecond TTL
+/// from becoming 0, which `SET PX` refuses.
+fn ttl_ms(ttl: Duration) -> u64 {
+    // MAX_TTL keeps this far below u64::MAX.
+    ttl.as_nanos().div_ceil(1_000_000) as u64
+}
+
+/// A lock on one Redis key. See the [module docs](self) for the protocol.
+pub struct RedisLock {
+    client: Client,
+    key: String,
+    fence_key: String,
+    channel: String,
+    ttl: Duration,
+    options: RedisOptions,
+    secrets: Secrets,
+    /// The process whose sockets and thread `conn` and `hold` are.
+    owner_pid: u32,
+    conn: Option<Connection>,
+    hold: Option<Hold>,
+}
+
+/// What we know about a key we acquired.
+struct Hold {
+    token: String,
+    fence: i64,
+    state: Arc<HoldState>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl Hold {
+    /// Stops the renewal thread, if any, and waits for it.
+    fn finish(self) {
+        if let Some(renewer) = self.renewer {
+            self.state.signal_stop();
+            // A panic in the thread already lost the lock; nothing to report.
+            let _ = renewer.join();
+        }
+    }
+}
+
+/// Shared between the lock and its renewal thread.
+struct HoldState {
+    acquired_at: Instant,
+    /// When the key expires at the earliest, as nanoseconds after
+    /// `acquired_at`; atomic so `is_held` never blocks on a renewal.
+    expires_after_ns: AtomicU64,
+    lost: AtomicBool,
+    /// Serializes renewals so an older reply cannot overwrite the expiry a
+    /// newer one set.
+    renew_gate: Mutex<()>,
+    stopping: Mutex<bool>,
+    stop_signal: Condvar,
+}
+
+impl HoldState {
+    fn new(acquired_at: Instant, ttl: Duration) -> Self {
+        let state = HoldState {
+            acquired_at,
+            expires_after_ns: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
+            renew_gate: Mutex::new(()),
+            stopping: Mutex::new(false),
+            stop_signal: Condvar::new(),
+        };
+        state.extend(acquired_at, ttl);
+        state
+    }
+
+    /// Records a confirmed expiry. `sent` is when the command left, so the
+    /// server's expiry (counted from when it arrived) is never earlier.
+    fn extend(&self, sent: Instant, ttl: Duration) {
+        let after = sent.saturating_duration_since(self.acquired_at) + ttl;
+        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
+        self.expires_after_ns.store(nanos, Ordering::Release);
+    }
+
+    fn is_valid(&self) -> bool {
+        let expires_after = Duration::from_nanos(self.expires_after_ns.load(Ordering::Acquire));
+        !self.lost.load(Ordering::Acquire) && self.acquired_at.elapsed() < expires_after
+    }
+
+    fn signal_stop(&self) {
+        *lock_ignoring_poison(&self.stopping) = true;
+        self.stop_signal.notify_all();
+    }
+
+    /// Sleeps until `until` or a stop request; true when asked to stop.
+    fn wait_for_stop(&self, until: Instant) -> bool {
+        let stopping = lock_ignoring_poison(&self.stopping);
+        let timeout = until.saturating_duration_since(Instant::now());
+        let (stopping, _) = self
+            .stop_signal
+            .wait_timeout_while(stopping, timeout, |stopping| !*stopping)
+            .unwrap_or_else(PoisonError::into_inner);
+        *stopping
+    }
+}
+
+/// The guarded data is `()` or a flag, valid whatever a panicking holder did.
+fn lock_ignoring_poison<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+enum Attempt {
+    Acquired,
+    /// Someone else holds the key; it expires within this time (`None`: it
+    /// has no TTL).
+    Busy(Option<Duration>),
+}
+
+impl RedisLock {
+    /// Validates and parses; connects lazily on first use, so this never
+    /// blocks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$key` (empty or containing NUL), `$ttl`
+    /// (zero or above [`MAX_TTL`]), `$dsn` (not a DSN the redis crate accepts;
+    /// the message never contains the password) or
+    /// `$options['connect_timeout']` / `$options['read_timeout']` (zero).
+    pub fn new(dsn: &str, key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
+        if key.is_empty() {
+            return Err(Error::value("$key", "must not be empty"));
+        }
+        if key.contains('\0') {
+            return Err(Error::value("$key", "must not contain NUL bytes"));
+        }
+        let ttl = check_ttl(ttl)?;
+        if options.connect_timeout.is_zero() {
+            return Err(Error::value(
+                "$options['connect_timeout']",
+                "must be greater than 0",
+            ));
+        }
+        if options.read_timeout.is_zero() {
+            return Err(Error::value(
+                "$options['read_timeout']",
+                "must be greater than 0",
+            ));
+        }
+        let mut secrets = Secrets::in_dsn(dsn);
+        let client = dsn
+            .into_connection_info()
+            .and_then(Client::open)
+            .map_err(|err| {
+                Error::value(
+                    "$dsn",
+                    secrets.scrub(format!(
+                        "must look like redis://[[user]:password@]host[:port][/db], \
+                         rediss://… or unix:///path/to/redis.sock ({err})"
+                    )),
+                )
+            })?;
+        secrets.add(client.get_connection_info().redis_settings().password());
+        Ok(RedisLock {
+            client,
+            key: key.to_owned(),
+            fence_key: format!("{key}:fence"),
+            channel: format!("{key}:released"),
+            ttl,
+            options,
+            secrets,
+            owner_pid: process::id(),
+            conn: None,
+            hold: None,
+        })
+    }
+
+    /// Takes the lock, waiting as `wait` says. `Ok(false)`: someone else
+    /// holds it. Already holding it is `Ok(true)` with the same token.
+    ///
+    /// While waiting it listens on `<key>:released` (a second connection,
+    /// subscribed before the first retry so no release is missed) and retries at
+    /// the latest when the holder's key expires, and every 50 ms for holders
+    /// that delete without publishing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] when Redis cannot be reached, refuses us or times
+    /// out; [`Error::Lock`] when Redis rejects the script (e.g. `<key>` holds
+    /// a non-string value) or the auto-renew thread cannot be started.
+    pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        self.adopt_process();
+        if self.is_held() {
+            return Ok(true);
+        }
+        self.forget_hold();
+        let token = random_token()?;
+        if let Attempt::Acquired = self.try_acquire(&token)? {
+            return Ok(true);
+        }
+        if wait.remaining() == Some(Duration::ZERO) {
+            return Ok(false);
+        }
+
+        // Subscribe before the retry below, so a release between our last
+        // attempt and the subscription still wakes us.
+        // Without a subscriber connection, waiting falls back to polling.
+        let mut listener = open(&self.client, &self.options).ok();
+        let mut subscription = listener.as_mut().and_then(|conn| {
+            let mut pubsub = conn.as_pubsub();
+            pubsub.subscribe(&self.channel).ok().map(|()| pubsub)
+        });
+        loop {
+            let expires_in = match self.try_acquire(&token)? {
+                Attempt::Acquired => return Ok(true),
+                Attempt::Busy(expires_in) => expires_in,
+            };
+            let mut nap = match wait.remaining() {
+                Some(Duration::ZERO) => return Ok(false),
+                Some(remaining) => remaining.min(POLL_INTERVAL),
+                None => POLL_INTERVAL,
+            };
+            if let Some(expires_in) = expires_in {
+                nap = nap.min(expires_in);
+            }
+            // A zero read timeout is refused by the socket API.
+            let nap = nap.max(Duration::from_millis(1));
+            match subscription.as_mut() {
+                Some(pubsub) => {
+                    let woken = pubsub
+                        .set_read_timeout(Some(nap))
+                        .and_then(|()| pubsub.get_message().map(drop));
+                    if woken.is_err_and(|err| !err.is_timeout()) {
+                        // Keep waiting by polling; the lock's own connection
+                        // reports real trouble on the next attempt.
+                        subscription = None;
+                    }
+                }
+                None => thread::sleep(nap),
+            }
+        }
+    }
+
+    /// One round trip: the acquire script.
+    fn try_acquire(&mut self, token: &str) -> Result<Attempt> {
+        let mut invocation = scripts().acquire.prepare_invoke();
+        invocation
+            .key(&self.key)
+            .key(&self.fence_key)
+            .arg(token)
+            .arg(ttl_ms(self.ttl));
+        let sent = Instant::now();
+        let (acquired, number): (i64, i64) = self.run(|conn| invocation.invoke(conn))?;
+        if acquired == 0 {
+            // PTTL is -1 for a key without TTL.
+            let expires_in = u64::try_from(number).ok().map(Duration::from_millis);
+            return Ok(Attempt::Busy(expires_in));
+        }
+        let state = Arc::new(HoldState::new(sent, self.ttl));
+        let renewer = if self.options.auto_renew {
+            match self.spawn_renewer(token, &state) {
+                Ok(renewer) => Some(renewer),
+                Err(err) => {
+                    // Best effort: otherwise the key stays until its TTL.
+                    let _ = self.delete_if_ours(token);
+                    return Err(Error::Lock(format!(
+                        "cannot start the auto-renew thread: {err}"
+                    )));
+                }
+            }
+        } else {
+            None
+        };
+        self.hold = Some(Hold {
+            token: token.to_owned(),
+            fence: number,
+            state,
+            renewer,
+        });
+        Ok(Attempt::Acquired)
+    }
+
+    fn spawn_renewer(
+        &self,
+        token: &str,
+        state: &Arc<HoldState>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let renewal = Renewal {
+            client: self.client.clone(),
+            options: self.options,
+            invocation: renew_invocation(&self.key, token, self.ttl),
+            ttl: self.ttl,
+        };
+        let state = Arc::clone(state);
+        thread::Builder::new()
+            .name("cronlock-renew".to_owned())
+            .spawn(move || renewal.run(&state))
+    }
+
+    /// Extends the key's TTL to `ttl` (default: the lock's TTL) if it is
+    /// still ours. `Ok(false)`: it is not (never acquired, released, expired
+    /// and taken over, or in a forked child); the lock is then not held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a zero or too long `$ttl`;
+    /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`],
+    /// after which the lock is still held until its TTL runs out.
+    pub fn renew(&mut self, ttl: Option<Duration>) -> Result<bool> {
+        self.adopt_process();
+        let ttl = check_ttl(ttl.unwrap_or(self.ttl))?;
+        let Some(hold) = &self.hold else {
+            return Ok(false);
+        };
+        if hold.state.lost.load(Ordering::Acquire) {
+            self.forget_hold();
+            return Ok(false);
+        }
+        let state = Arc::clone(&hold.state);
+        let invocation = renew_invocation(&self.key, &hold.token, ttl);
+        let gate = lock_ignoring_poison(&state.renew_gate);
+        let sent = Instant::now();
+        let renewed = self.run(|conn| invocation.invoke::<i64>(conn))? == 1;
+        if renewed {
+            state.extend(sent, ttl);
+        } else {
+            state.lost.store(true, Ordering::Release);
+        }
+        drop(gate);
+        if !renewed {
+            self.forget_hold();
+        }
+        Ok(renewed)
+    }
+
+    /// Deletes the key if it is still ours. `Ok(true)`: we held it and
+    /// released it; `Ok(false)`: we did not hold it (never acquired, already
+    /// released, lost to someone else, whose key is left alone, or in a
+    /// forked child). Either way the lock is not held afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`];
+    /// the lock is then not held and the key expires by its TTL.
+    pub fn release(&mut self) -> Result<bool> {
+        self.adopt_process();
+        let Some(hold) = self.hold.take() else {
+            return Ok(false);
+        };
+        // Stop the renewer now; joining waits until after the delete so
+        // waiters are not kept waiting for an in-flight renewal.
+        hold.state.signal_stop();
+        let released = if hold.state.lost.load(Ordering::Acquire) {
+            Ok(false)
+        } else {
+            self.delete_if_ours(&hold.token)
+        };
+        hold.finish();
+        released
+    }
+
+    fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
+        let mut invocation = scripts().release.prepare_invoke();
+        invocation.key(&self.key).arg(token).arg(&self.channel);
+        Ok(self.run(|conn| invocation.invoke::<i64>(conn))? == 1)
+    }
+
+    /// Whether this process holds the lock as far as we know: acquired, not
+    /// released, not found lost, and its TTL since the last confirmed acquire
+    /// or renew has not run out.
+    pub fn is_held(&self) -> bool {
+        self.owner_pid == process::id()
+            && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
+    }
+
+    /// The token stored as the key's value; `None` when not held.
+    pub fn token(&self) -> Option<&str> {
+        self.current_hold().map(|hold| hold.token.as_str())
+    }
+
+    /// The fencing number of this acquisition (strictly increasing per key,
+    /// across holders); `None` when not held.
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.current_hold().map(|hold| hold.fence)
+    }
+
+    fn current_hold(&self) -> Option<&Hold> {
+        self.hold.as_ref().filter(|_| self.is_held())
+    }
+
+    /// The Redis key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The TTL set by `acquire` and by `renew(None)`.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Drops a hold that is no longer valid, stopping its renewer.
+    fn forget_hold(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            hold.finish();
+        }
+    }
+
+    /// In a forked child the connection is the parent's socket and the
+    /// renewer thread does not exist: forget both without touching them, and
+    /// start over as this process's lock.
+    fn adopt_process(&mut self) {
+        let pid = process::id();
+        if self.owner_pid != pid {
+            mem::forget(self.conn.take());
+            mem::forget(self.hold.take());
+            self.owner_pid = pid;
+        }
+    }
+
+    fn run<T>(&mut self, command: impl FnOnce(&mut Connection) -> RedisResult<T>) -> Result<T> {
+        with_connection(&mut self.conn, &self.client, &self.options, command)
+            .map_err(|failure| self.error(&failure))
+    }
+
+    fn error(&self, failure: &Failure) -> Error {
+        let addr = self.client.get_connection_info().addr();
+        let (err, limit, context) = match failure {
+            Failure::Connect(err) => (
+                err,
+                self.options.connect_timeout,
+                format!("cannot connect to Redis at {addr}"),
+            ),
+            Failure::Command(err) => (
+                err,
+                self.options.read_timeout,
+                format!("Redis at {addr} failed"),
+            ),
+        };
+        let message = if err.is_timeout() {
+            format!("{context}: no answer within {} ms", limit.as_millis())
+        } else {
+            format!("{context}: {err}")
+        };
+        let message = self.secrets.scrub(message);
+        match failure {
+            Failure::Command(err) if makes_lock_unusable(err) => Error::Lock(message),
+            _ => Error::Connection(message),
+        }
+    }
+}
+
+impl Drop for RedisLock {
+    fn drop(&mut self) {
+        self.adopt_process();
+        if self.hold.is_some() {
+            // Nobody to tell; the key expires by its TTL.
+            let _ = self.release();
+        }
+    }
+}
+
+/// Replies that say the lock cannot work with this key or server, as
+/// opposed to the server being unreachable or refusing us.
+fn makes_lock_unusable(err: &RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ResponseError
+                | ServerErrorKind::CrossSlot
+                | ServerErrorKind::ExecAbort
+        ) | ErrorKind::UnexpectedReturnType
+    ) || err.code() == Some("WRONGTYPE")
+}
+
+enum Failure {
+    Connect(RedisError),
+    Command(RedisError),
+}
+
+fn open(client: &Client, options: &RedisOptions) -> RedisResult<Connection> {
+    let conn = client.get_connection_with_timeout(options.connect_timeout)?;
+    conn.set_read_timeout(Some(options.read_timeout))?;
+    conn.set_write_timeout(Some(options.read_timeout))?;
+    Ok(conn)
+}
+
+/// Runs `command` on the connection in `slot`, opening it first if needed.
+/// A connection that failed other than by an error reply is dropped: after
+/// a timeout or I/O error its replies may be out of step.
+fn with_connection<T>(
+    slot: &mut Option<Connection>,
+    client: &Client,
+    options: &RedisOptions,
+    command: impl FnOnce(&mut Connection) -> RedisResult<T>,
+) -> std::result::Result<T, Failure> {
+    let mut conn = match slot.take() {
+        Some(conn) => conn,
+        None => open(client, options).map_err(Failure::Connect)?,
+    };
+    let result = command(&mut conn);
+    let in_step = match &result {
+        Ok(_) => true,
+        Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
+    };
+    if in_step {
+        *slot = Some(conn);
+    }
+    result.map_err(Failure::Command)
+}
+
+fn renew_invocation(key: &str, token: &str, ttl: Duration) -> ScriptInvocation<'static> {
+    let mut invocation = scripts().renew.prepare_invoke();
+    invocation.key(key).arg(token).arg(ttl_ms(ttl));
+    invocation
+}
+
+/// The auto-renew thread's work; owns its own connection.
+struct Renewal {
+    client: Client,
+    options: RedisOptions,
+    invocation: ScriptInvocation<'static>,
+    ttl: Duration,
+}
+
+impl Renewal {
+    fn run(self, state: &HoldState) {
+        let period = (self.ttl / 3).max(Duration::from_millis(1));
+        let mut conn = None;
+        let mut next = state.acquired_at + period;
+        while !state.wait_for_stop(next) {
+            let gate = lock_ignoring_poison(&state.renew_gate);
+            let sent = Instant::now();
+            let outcome = with_connection(&mut conn, &self.client, &self.options, |conn| {
+                self.invocation.invoke::<i64>(conn)
+            });
+            match outcome {
+                Ok(1) => {
+                    state.extend(sent, self.ttl);
+                    next = sent + period;
+                }
+                Ok(_) => {
+                    state.lost.store(true, Ordering::Release);
+                    return;
+                }
+                // The key has expired unrenewed: someone else may hold it.
+                Err(_) if !state.is_valid() => {
+                    state.lost.store(true, Ordering::Release);
+                    return;
+                }
+                Err(_) => next = Instant::now() + period.min(RENEW_RETRY_MAX),
+            }
+            drop(gate);
+        }
+    }
+}
+
+/// 128 bits from the OS random source, hex-encoded.
+fn random_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let rest = &mut bytes[filled..];
+        // SAFETY: the pointer and length describe `rest`, a live buffer we
+        // borrow mutably for the duration of the call.
+        let read = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if read < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::Lock(format!(
+                "cannot read the OS random source: {err}"
+            )));
+        }
+        filled += read as usize;
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut token = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        token.push(char::from(HEX[usize::from(byte >> 4)]));
+        token.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    Ok(token)
+}
+
+/// Passwords found in a DSN, to cut out of any message that might echo them.
+struct Secrets(Vec<String>);
+
+impl Secrets {
+    /// The raw forms, as written in the DSN (the decoded one is added from
+    /// the parsed connection info).
+    fn in_dsn(dsn: &str) -> Self {
+        let mut secrets = Secrets(Vec::new());
+        if let Some(url) = redis::parse_redis_url(dsn) {
+            secrets.add(url.password());
+            for (name, value) in url.query_pairs() {
+                if name == "pass" {
+                    secrets.add(Some(&value));
+                }
+            }
+            for pair in url.query().unwrap_or_default().split('&') {
+                secrets.add(pair.strip_prefix("pass="));
+            }
+        }
+        secrets
+    }
+
+    fn add(&mut self, secret: Option<&str>) {
+        if let Some(secret) = secret.filter(|secret| !secret.is_empty()) {
+            self.0.push(secret.to_owned());
+            // Longest first, so no part of a longer form is left behind.
+            self.0.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+            self.0.dedup();
+        }
+    }
+
+    fn scrub(&self, mut message: String) -> String {
+        for secret in &self.0 {
+            if message.contains(secret.as_str()) {
+                message = message.replace(secret.as_str(), "***");
+            }
+        }
+        message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::fs;
+    use std::net::TcpListener;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::atomic::AtomicUsize;
+
+    /// Serializes the tests that set `SSL_CERT_FILE` or fork: a child forked
+    /// while another thread holds std's environment lock would deadlock.
+    static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+    #[derive(Clone, Copy)]
+    enum Listen {
+        Tcp,
+        Unix,
+        Tls,
+    }
+
+    /// A redis-server of our own on a free port, killed by pid on drop.
+    struct TestServer {
+        child: Child,
+        dir: PathBuf,
+        port: u16,
+        listen: Listen,
+        /// `user:password@` or empty, for the raw client.
+        auth: String,
+    }
+
+    impl TestServer {
+        fn start() -> Self {
+            Self::start_with(Listen::Tcp, "", &[])
+        }
+
+        fn start_with(listen: Listen, auth: &str, extra: &[&str]) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            // Another process may take the free port before redis binds it.
+            for _ in 0..5 {
+                let dir = std::env::temp_dir().join(format!(
+                    "cronlock-redis-test-{}-{}",
+                    process::id(),
+                    NEXT.fetch_add(1, Ordering::Relaxed)
+                ));
+                fs::create_dir_all(&dir).unwrap();
+                let port = TcpListener::bind("127.0.0.1:0")
+                    .and_then(|listener| listener.local_addr())
+                    .unwrap()
+                    .port()
+                    .to_string();
+                let mut command = Command::new("redis-server");
+                command
+                    .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                    .arg("--dir")
+                    .arg(&dir)
+                    .arg("--logfile")
+                    .arg(dir.join("redis.log"));
+                match listen {
+                    Listen::Tcp => command.args(["--port", &port]),
+                    Listen::Unix => command
+                        .args(["--port", "0", "--unixsocket"])
+                        .arg(dir.join("redis.sock")),
+                    Listen::Tls => {
+                        make_certificates(&dir);
+                        command
+                            .args(["--port", "0", "--tls-port", &port])
+                            .args(["--tls-auth-clients", "no"])
+                            .arg("--tls-cert-file")
+                            .arg(dir.join("server.crt"))
+                            .arg("--tls-key-file")
+                            .arg(dir.join("server.key"))
+                            .arg("--tls-ca-cert-file")
+                            .arg(dir.join("ca.crt"))
+                    }
+                };
+                let child = command
+                    .args(extra)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("redis-server must be installed");
+                let mut server = TestServer {
+                    child,
+                    dir,
+                    port: port.parse().unwrap(),
+                    listen,
+                    auth: auth.to_owned(),
+                };
+                if server.wait_until_ready() {
+                    return server;
+                }
+            }
+            panic!("redis-server did not start");
+        }
+
+        fn wait_until_ready(&mut self) -> bool {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if self.child.try_wait().unwrap().is_some() {
+                    return false;
+                }
+                let client = Client::open(self.raw_dsn()).unwrap();
+                if let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) {
+                    if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
+                        return true;
+                    }
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            false
+        }
+
+        /// The address, credentials and database of the raw client; TLS
+        /// without verification.
+        fn raw_dsn(&self) -> String {
+            match self.listen {
+                Listen::Tcp => format!("redis://{}127.0.0.1:{}", self.auth, self.port),
+                Listen::Unix => format!("unix://{}", self.dir.join("redis.sock").display()),
+                Listen::Tls => format!("rediss://{}127.0.0.1:{}/#insecure", self.auth, self.port),
+            }
+        }
+
+        fn raw(&self) -> Connection {
+            raw_client(&self.raw_dsn())
+        }
+
+        fn kill(&mut self) {
+            self.child.kill().unwrap();
+            self.child.wait().unwrap();
+        }
+    }
+
+    impl Drop for TestServer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn raw_client(dsn: &str) -> Connection {
+        Client::open(dsn)
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap()
+    }
+
+    /// A private CA (`ca.crt`), a server certificate it signed for
+    /// 127.0.0.1 and localhost, and an unrelated CA (`other-ca.crt`).
+    fn make_certificates(dir: &std::path::Path) {
+        let openssl = |args: &[&str]| {
+            let status = Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("the TLS tests need the openssl CLI (apt-get install -y openssl)");
+            assert!(status.success(), "openssl {args:?} failed");
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for ca in ["ca", "other-ca"] {
+            let (key, crt, subject) = (
+                format!("{ca}.key"),
+                format!("{ca}.crt"),
+                format!("/CN={ca}"),
+            );
+            openssl(
+                &[
+                    &["req", "-x509", "-days", "2", "-subj", &subject][..],
+                    &ec,
+                    &[
+                        "-keyout",
+                        &key,
+                        "-out",
+                        &crt,
+                        "-addext",
+                        "basicConstraints=critical,CA:TRUE",
+                        "-addext",
+                        "keyUsage=critical,keyCertSign,cRLSign",
+                    ],
+                ]
+                .concat(),
+            );
+        }
+        openssl(
+            &[
+                &["req", "-subj", "/CN=localhost"][..],
+                &ec,
+                &["-keyout", "server.key", "-out", "server.csr"],
+            ]
+            .concat(),
+        );
+        fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n\
+             basicConstraints=critical,CA:FALSE\n\
+             keyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "2",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ]);
+    }
+
+    fn new_lock(dsn: &str, key: &str, ttl: Duration) -> RedisLock {
+        RedisLock::new(dsn, key, ttl, RedisOptions::default()).unwrap()
+    }
+
+    fn auto_renewing(dsn: &str, key: &str, ttl: Duration) -> RedisLock {
+        let options = RedisOptions {
+            auto_renew: true,
+            ..RedisOptions::default()
+        };
+        RedisLock::new(dsn, key, ttl, options).unwrap()
+    }
+
+    fn within(timeout: Duration) -> Wait {
+        Wait::Until(Instant::now() + timeout)
+    }
+
+    fn get(raw: &mut Connection, key: &str) -> Option<String> {
+        redis::cmd("GET").arg(key).query(raw).unwrap()
+    }
+
+    fn pttl(raw: &mut Connection, key: &str) -> i64 {
+        redis::cmd("PTTL").arg(key).query(raw).unwrap()
+    }
+
+    fn subscribers(raw: &mut Connection) -> i64 {
+        let (_, count): (String, i64) = redis::cmd("PUBSUB")
+            .arg(&["NUMSUB", "job:released"])
+            .query(raw)
+            .unwrap();
+        count
+    }
+
+    fn evalsha_calls(raw: &mut Connection) -> u64 {
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
+    fn connection_error(result: Result<bool>) -> String {
+        match result {
+            Err(Error::Connection(message)) => message,
+            other => panic!("expected a connection error, got {other:?}"),
+        }
+    }
+
+    fn bad_argument(result: Result<RedisLock>) -> (String, String) {
+        match result {
+            Err(Error::InvalidValue { arg, reason }) => (arg, reason),
+            Err(other) => panic!("expected a bad value, got {other:?}"),
+            Ok(_) => panic!("expected a bad value, got a lock"),
+        }
+    }
+
+    #[test]
+    fn new_validates_arguments_without_connecting() {
+        let dsn = "redis://127.0.0.1:1";
+        let ttl = Duration::from_secs(1);
+        let options = RedisOptions::default();
+        assert_eq!(
+            bad_argument(RedisLock::new(dsn, "", ttl, options)).0,
+            "$key"
+        );
+        assert_eq!(
+            bad_argument(RedisLock::new(dsn, "a\0b", ttl, options)).0,
+            "$key"
+        );
+        assert_eq!(
+            bad_argument(RedisLock::new(dsn, "k", Duration::ZERO, options)).0,
+            "$ttl"
+        );
+        let too_long = MAX_TTL + Duration::from_nanos(1);
+        assert_eq!(
+            bad_argument(RedisLock::new(dsn, "k", too_long, options)).0,
+            "$ttl"
+        );
+        let no_connect = RedisOptions {
+            connect_timeout: Duration::ZERO,
+            ..options
+        };
+        let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, no_connect));
+        assert_eq!(arg, "$options['connect_timeout']");
+        let no_read = RedisOptions {
+            read_timeout: Duration::ZERO,
+            ..options
+        };
+        let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, no_read));
+        assert_eq!(arg, "$options['read_timeout']");
+
+        for bad_dsn in [
+            "",
+            "localhost:6379",
+            "http://:Sup3r-S3cret@127.0.0.1",
+            "redis://:Sup3r-S3cret@127.0.0.1/notadb",
+            "redis://user:Sup3r-S3cret@127.0.0.1:99999",
+            "redis://:Sup3r%2DS3cret@127.0.0.1/x",
+            "rediss://:Sup3r-S3cret@127.0.0.1/#verify",
+            "redis://:Sup3r-S3cret@0.0.0.0",
+            "unix:///tmp/redis.sock?pass=Sup3r-S3cret&db=x",
+        ] {
+            let (arg, reason) = bad_argument(RedisLock::new(bad_dsn, "k", ttl, options));
+            assert_eq!(arg, "$dsn", "{bad_dsn}");
+            assert!(!reason.contains("S3cret"), "{bad_dsn}: {reason}");
+        }
+
+        // Lazy: nothing listens on port 1, yet nothing fails before acquire.
+        let started = Instant::now();
+        let mut lock = new_lock("redis://127.0.0.1:1", "k", ttl);
+        assert_eq!(lock.release(), Ok(false));
+        assert_eq!(lock.renew(None), Ok(false));
+        assert!(!lock.is_held());
+        assert_eq!((lock.token(), lock.fencing_token()), (None, None));
+        assert_eq!((lock.key(), lock.ttl()), ("k", ttl));
+        drop(lock);
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert!(tls_supported());
+    }
+
+    #[test]
+    fn ttl_conversions() {
+        assert_eq!(ttl_from_secs(1.5), Ok(Duration::from_millis(1500)));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e10] {
+            assert!(
+                matches!(ttl_from_secs(bad), Err(Error::InvalidValue { arg, .. }) if arg == "$ttl")
+            );
+        }
+        assert_eq!(ttl_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(ttl_ms(Duration::from_millis(1)), 1);
+        assert_eq!(ttl_ms(Duration::from_micros(1001)), 2);
+        assert_eq!(ttl_ms(MAX_TTL), MAX_TTL.as_secs() * 1000);
+    }
+
+    #[test]
+    fn scrub_removes_every_form_of_the_password() {
+        let dsn = "redis://user:p%40ss@127.0.0.1/0";
+        let mut secrets = Secrets::in_dsn(dsn);
+        let info = dsn.into_connection_info().unwrap();
+        secrets.add(info.redis_settings().password());
+        assert_eq!(
+            secrets.scrub("a p%40ss b p@ss c".to_owned()),
+            "a *** b *** c"
+        );
+        let unix = Secrets::in_dsn("unix:///run/redis.sock?pass=a%2Bb&db=1");
+        assert_eq!(unix.scrub("a%2Bb a+b".to_owned()), "*** ***");
+    }
+
+    #[test]
+    fn acquire_contention_release() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let dsn = server.raw_dsn();
+        let mut a = new_lock(&dsn, "job", Duration::from_secs(10));
+        let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+
+        assert_eq!(a.acquire(Wait::Once), Ok(true));
+        assert!(a.is_held());
+        let token = a.token().unwrap().to_owned();
+        assert_eq!(a.acquire(Wait::Once), Ok(true), "holding again is a no-op");
+        assert_eq!(a.token(), Some(token.as_str()));
+        assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+        assert!((9_000..=10_000).contains(&pttl(&mut raw, "job")));
+
+        // A busy acquire is one EVALSHA on the open connection.
+        assert_eq!(b.acquire(Wait::Once), Ok(false));
+        let before = evalsha_calls(&mut raw);
+        assert_eq!(b.acquire(Wait::Once), Ok(false));
+        assert_eq!(evalsha_calls(&mut raw), before + 1);
+        assert!(!b.is_held());
+        assert_eq!((b.token(), b.fencing_token()), (None, None));
+        assert_eq!(b.release(), Ok(false));
+        assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+
+        assert_eq!(a.renew(Some(Duration::from_secs(30))), Ok(true));
+        assert!((29_000..=30_000).contains(&pttl(&mut raw, "job")));
+        assert_eq!(a.renew(None), Ok(true));
+        assert!(pttl(&mut raw, "job") <= 10_000);
+        assert!(matches!(
+            a.renew(Some(Duration::ZERO)),
+            Err(Error::InvalidValue { .. })
+        ));
+
+        assert_eq!(a.release(), Ok(true));
+        assert!(!a.is_held());
+        assert_eq!(a.token(), None);
+        assert_eq!(get(&mut raw, "job"), None);
+        assert_eq!(a.release(), Ok(false), "release is idempotent");
+
+        assert_eq!(b.acquire(Wait::Once), Ok(true));
+        drop(b);
+        assert_eq!(get(&mut raw, "job"), None, "drop releases");
+    }
+
+    #[test]
+    fn tokens_are_random_and_fencing_increases_across_holders() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let dsn = server.raw_dsn();
+        let mut locks = [
+            new_lock(&dsn, "job", Duration::from_secs(10)),
+            new_lock(&dsn, "job", Duration::from_secs(10)),
+        ];
+        let mut tokens = HashSet::new();
+        let mut last_fence = 0;
+        for round in 0..6 {
+            let lock = &mut locks[round % 2];
+            assert_eq!(lock.acquire(Wait::Once), Ok(true));
+            let token = lock.token().unwrap().to_owned();
+            assert_eq!(token.len(), 32, "128 bits in hex");
+            assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert!(tokens.insert(token));
+            let fence = lock.fencing_token().unwrap();
+            assert!(fence > last_fence);
+            last_fence = fence;
+            let counter: i64 = redis::cmd("GET").arg("job:fence").query(&mut raw).unwrap();
+            assert_eq!(counter, fence);
+            assert_eq!(lock.release(), Ok(true));
+        }
+    }
+
+    #[test]
+    fn expired_lock_taken_over_is_left_alone() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let dsn = server.raw_dsn();
+        let mut old = new_lock(&dsn, "job", Duration::from_millis(150));
+        let mut new = new_lock(&dsn, "job", Duration::from_secs(10));
+        assert_eq!(old.acquire(Wait::Once), Ok(true));
+        thread::sleep(Duration::from_millis(300));
+        assert!(!old.is_held(), "the TTL ran out");
+        assert_eq!(old.token(), None);
+        assert_eq!(new.acquire(Wait::Once), Ok(true));
+        let token = new.token().unwrap().to_owned();
+
+        assert_eq!(old.renew(None), Ok(false));
+        assert_eq!(old.release(), Ok(false));
+        assert!(!old.is_held());
+        assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+        assert!(
+            pttl(&mut raw, "job") > 9_000,
+            "not shortened by the old holder"
+        );
+        assert!(new.is_held());
+    }
+
+    #[test]
+    fn excludes_and_respects_plain_set_nx_clients() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let dsn = server.raw_dsn();
+        let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
+        let set_nx = |raw: &mut Connection, ttl: Option<u64>| -> bool {
+            let mut cmd = redis::cmd("SET");
+            cmd.arg("job").arg("other").arg("NX");
+            if let Some(ttl) = ttl {
+                cmd.arg("PX").arg(ttl);
+            }
+            cmd.query::<Option<String>>(raw).unwrap().is_some()
+        };
+
+        assert!(set_nx(&mut raw, Some(10_000)));
+        assert_eq!(lock.acquire(Wait::Once), Ok(false));
+        assert_eq!(lock.release(), Ok(false));
+        assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
+        let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        assert!(!set_nx(&mut raw, None));
+        assert_eq!(lock.release(), Ok(true));
+        assert!(set_nx(&mut raw, None), "a key without TTL");
+
+        // A waiter gives up at its deadline...
+        let started = Instant::now();
+        assert_eq!(lock.acquire(within(Duration::from_millis(300))), Ok(false));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(900));
+
+        // ...and notices a DEL that publishes nothing by polling.
+        let waiter = thread::spawn(move || {
+            let acquired = lock.acquire(within(Duration::from_secs(5)));
+            (acquired, Instant::now())
+        });
+        thread::sleep(Duration::from_millis(200));
+        let deleted = Instant::now();
+        let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+        let (acquired, at) = waiter.join().unwrap();
+        assert_eq!(acquired, Ok(true));
+        let latency = at.saturating_duration_since(deleted);
+        println!("plain DEL -> waiter holds: {latency:?}");
+        assert!(latency < Duration::from_millis(500));
+    }
+
+    #[test]
+    fn waiter_takes_over_on_release_and_on_expiry() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let dsn = server.raw_dsn();
+        let mut holder = new_lock(&dsn, "job", Duration::from_secs(10));
+        let mut waiter = new_lock(&dsn, "job", Duration::from_secs(10));
+        assert_eq!(holder.acquire(Wait::Once), Ok(true));
+
+        let waiting = thread::spawn(move || {
+            let acquired = waiter.acquire(within(Duration::from_secs(5)));
+            (acquired, Instant::now(), waiter)
+        });
+        thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            subscribers(&mut raw),
+            1,
+            "the waiter listens for the release"
+        );
+        let released = Instant::now();
+        assert_eq!(holder.release(), Ok(true));
+        let (acquired, at, mut waiter) = waiting.join().unwrap();
+        assert_eq!(acquired, Ok(true));
+        let latency = at.saturating_duration_since(released);
+        println!("release -> waiter holds: {latency:?}");
+        assert!(latency < Duration::from_millis(500));
+        assert_eq!(subscribers(&mut raw), 0);
+        assert_eq!(get(&mut raw, "job").as_deref(), waiter.token());
+        assert_eq!(waiter.release(), Ok(true));
+
+        // A holder that died: the key's PTTL bounds the wait.
+        let _: () = redis::cmd("SET")
+            .arg("job")
+            .arg("crashed")
+            .arg("PX")
+            .arg(300)
+            .query(&mut raw)
+            .unwrap();
+        let started = Instant::now();
+        assert_eq!(waiter.acquire(Wait::Forever), Ok(true));
+        let waited = started.elapsed();
+        println!("expiry -> waiter holds after {waited:?}");
+        assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn authenticates_with_password_and_acl_user() {
+        let server = TestServer::start_with(
+            Listen::Tcp,
+            ":Master-Pw-7x@",
+            &["--requirepass", "Master-Pw-7x"],
+        );
+        let mut raw = server.raw();
+        // Redis 7 gives new users no channel rights: PUBLISH is refused.
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "cron", "on", ">Cron-Pw-9z", "~*", "+@all"])
+            .query(&mut raw)
+            .unwrap();
+        let address = format!("127.0.0.1:{}", server.port);
+        let user_dsn = format!("redis://cron:Cron-Pw-9z@{address}");
+        let mut as_user = raw_client(&user_dsn);
+        assert!(redis::cmd("PUBLISH")
+            .arg("c")
+            .arg("m")
+            .query::<i64>(&mut as_user)
+            .is_err());
+
+        let mut lock = new_lock(
+            &format!("redis://:Master-Pw-7x@{address}"),
+            "job",
+            Duration::from_secs(10),
+        );
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        assert_eq!(lock.release(), Ok(true));
+
+        let mut holder = new_lock(&user_dsn, "job", Duration::from_secs(10));
+        let mut waiter = new_lock(&user_dsn, "job", Duration::from_secs(10));
+        assert_eq!(holder.acquire(Wait::Once), Ok(true));
+        let waiting = thread::spawn(move || {
+            let acquired = waiter.acquire(within(Duration::from_secs(5)));
+            (acquired, Instant::now(), waiter)
+        });
+        thread::sleep(Duration::from_millis(200));
+        let released = Instant::now();
+        assert_eq!(
+            holder.release(),
+            Ok(true),
+            "release works without PUBLISH rights"
+        );
+        let (acquired, at, mut waiter) = waiting.join().unwrap();
+        assert_eq!(acquired, Ok(true));
+        assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+        assert_eq!(waiter.release(), Ok(true));
+
+        for dsn in [
+            format!("redis://:Wrong-Pw-1x@{address}"),
+            format!("redis://cron:Wrong-Pw-1x@{address}"),
+            format!("redis://nobody:Wrong-Pw-1x@{address}"),
+            format!("redis://{address}"),
+        ] {
+            let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
+            let started = Instant::now();
+            let message = connection_error(lock.acquire(Wait::Once));
+            assert!(started.elapsed() < Duration::from_secs(1));
+            println!("{message}");
+            for password in ["Wrong-Pw-1x", "Master-Pw-7x", "Cron-Pw-9z"] {
+                assert!(!message.contains(password), "{message}");
+            }
+            assert!(!lock.is_held());
+        }
+    }
+
+    #[test]
+    fn selects_the_database() {
+        let server = TestServer::start();
+        let dsn = server.raw_dsn();
+        let mut lock = new_lock(&format!("{dsn}/3"), "job", Duration::from_secs(10));
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let mut db3 = raw_client(&format!("{dsn}/3"));
+        assert_eq!(get(&mut db3, "job").as_deref(), lock.token());
+        assert!(get(&mut db3, "job:fence").is_some());
+        assert_eq!(get(&mut server.raw(), "job"), None);
+        assert_eq!(lock.release(), Ok(true));
+    }
+
+    #[test]
+    fn connects_over_a_unix_socket() {
+        let server = TestServer::start_with(Listen::Unix, "", &["--unixsocketperm", "700"]);
+        let dsn = server.raw_dsn();
+        let mut a = new_lock(&dsn, "job", Duration::from_secs(10));
+        let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+        assert_eq!(a.acquire(Wait::Once), Ok(true));
+        assert_eq!(b.acquire(Wait::Once), Ok(false));
+        assert_eq!(a.release(), Ok(true));
+
+        let mut in_db2 = new_lock(&format!("{dsn}?db=2"), "job", Duration::from_secs(10));
+        assert_eq!(in_db2.acquire(Wait::Once), Ok(true));
+        let mut db2 = raw_client(&format!("{dsn}?db=2"));
+        assert_eq!(get(&mut db2, "job").as_deref(), in_db2.token());
+        assert_eq!(b.acquire(Wait::Once), Ok(true), "db 0 is another key");
+    }
+
+    #[test]
+    fn tls_verifies_with_ssl_cert_file_unless_insecure() {
+        let _env = lock_ignoring_poison(&ENV_LOCK);
+        let server = TestServer::start_with(Listen::Tls, "", &[]);
+        let verified = format!("rediss://127.0.0.1:{}", server.port);
+        let previous = std::env::var_os("SSL_CERT_FILE");
+
+        std::env::set_var("SSL_CERT_FILE", server.dir.join("ca.crt"));
+        let mut a = new_lock(&verified, "job", Duration::from_secs(10));
+        let mut b = new_lock(&verified, "job", Duration::from_secs(10));
+        assert_eq!(a.acquire(Wait::Once), Ok(true));
+        assert_eq!(b.acquire(Wait::Once), Ok(false));
+        assert_eq!(a.release(), Ok(true));
+
+        std::env::set_var("SSL_CERT_FILE", server.dir.join("other-ca.crt"));
+        let mut untrusted = new_lock(&verified, "job", Duration::from_secs(10));
+        let message = connection_error(untrusted.acquire(Wait::Once));
+        println!("{message}");
+        let mut insecure = new_lock(
+            &format!("{verified}/#insecure"),
+            "job",
+            Duration::from_secs(10),
+        );
+        assert_eq!(insecure.acquire(Wait::Once), Ok(true));
+        assert_eq!(insecure.release(), Ok(true));
+
+        match previous {
+            Some(value) => std::env::set_var("SSL_CERT_FILE", value),
+            None => std::env::remove_var("SSL_CERT_FILE"),
+        }
+    }
+
+    #[test]
+    fn dead_server_fails_fast_and_forgets_on_release() {
+        let mut server = TestServer::start();
+        let dsn = server.raw_dsn();
+        let mut released = new_lock(&dsn, "a", Duration::from_secs(10));
+        let mut renewed = new_lock(&dsn, "b", Duration::from_secs(10));
+        assert_eq!(released.acquire(Wait::Once), Ok(true));
+        assert_eq!(renewed.acquire(Wait::Once), Ok(true));
+        server.kill();
+
+        let started = Instant::now();
+        connection_error(released.release());
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(!released.is_held(), "the key expires by its TTL");
+        assert_eq!(released.release(), Ok(false));
+
+        connection_error(renewed.renew(None));
+        assert!(renewed.is_held(), "still ours until the TTL runs out");
+
+        let started = Instant::now();
+        let message = connection_error(released.acquire(Wait::Once));
+        println!("{message}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn unresponsive_server_times_out() {
+        // Accepts TCP connections (the kernel does) but never answers.
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let dsn = format!("redis://127.0.0.1:{}", silent.local_addr().unwrap().port());
+        let options = RedisOptions {
+            connect_timeout: Duration::from_millis(200),
+            ..RedisOptions::default()
+        };
+        let mut lock = RedisLock::new(&dsn, "job", Duration::from_secs(10), options).unwrap();
+        let started = Instant::now();
+        let message = connection_error(lock.acquire(Wait::Once));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(150) && waited < Duration::from_secs(1));
+        assert!(
+            message.contains("cannot connect to Redis at 127.0.0.1:")
+                && message.contains("no answer within 200 ms"),
+            "{message}"
+        );
+
+        let server = TestServer::start();
+        let options = RedisOptions {
+            read_timeout: Duration::from_millis(300),
+            ..RedisOptions::default()
+        };
+        let mut lock =
+            RedisLock::new(&server.raw_dsn(), "job", Duration::from_secs(10), options).unwrap();
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let _: () = redis::cmd("CLIENT")
+            .arg(&["PAUSE", "1500", "ALL"])
+            .query(&mut server.raw())
+            .unwrap();
+        let paused = Instant::now();
+        let message = connection_error(lock.renew(None));
+        let waited = paused.elapsed();
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_millis(1200),
+            "{waited:?}"
+        );
+        assert!(message.contains("no answer within 300 ms"), "{message}");
+        assert!(lock.is_held());
+        thread::sleep(Duration::from_millis(1600).saturating_sub(paused.elapsed()));
+        assert_eq!(lock.renew(None), Ok(true), "reconnects");
+    }
+
+    #[test]
+    fn auto_renew_keeps_the_lock_until_release() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let dsn = server.raw_dsn();
+        let mut lock = auto_renewing(&dsn, "job", Duration::from_millis(300));
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let token = lock.token().unwrap().to_owned();
+        for _ in 0..15 {
+            thread::sleep(Duration::from_millis(100));
+            assert!(lock.is_held());
+            assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+        }
+        assert_eq!(lock.release(), Ok(true));
+        let calls = evalsha_calls(&mut raw);
+        thread::sleep(Duration::from_millis(350));
+        assert_eq!(evalsha_calls(&mut raw), calls, "the renewer stopped");
+
+        // A renewer sleeping for 10 s is woken at once by release and drop.
+        let mut lock = auto_renewing(&dsn, "job", Duration::from_secs(30));
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let started = Instant::now();
+        assert_eq!(lock.release(), Ok(true));
+        assert!(started.elapsed() < Duration::from_millis(300));
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let started = Instant::now();
+        drop(lock);
+        assert!(started.elapsed() < Duration::from_millis(300));
+        assert_eq!(get(&mut raw, "job"), None);
+    }
+
+    #[test]
+    fn auto_renew_notices_a_lost_lock() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let mut lock = auto_renewing(&server.raw_dsn(), "job", Duration::from_millis(300));
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let _: () = redis::cmd("SET")
+            .arg("job")
+            .arg("intruder")
+            .query(&mut raw)
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while lock.is_held() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!lock.is_held());
+        assert_eq!(lock.renew(None), Ok(false));
+        assert_eq!(lock.release(), Ok(false));
+        assert_eq!(get(&mut raw, "job").as_deref(), Some("intruder"));
+    }
+
+    #[test]
+    fn fence_counter_of_the_wrong_type_leaves_no_lock_behind() {
+        let server = TestServer::start();
+        let mut raw = server.raw();
+        let _: i64 = redis::cmd("HSET")
+            .arg(&["job:fence", "f", "v"])
+            .query(&mut raw)
+            .unwrap();
+        let mut lock = new_lock(&server.raw_dsn(), "job", Duration::from_secs(10));
+        assert!(matches!(lock.acquire(Wait::Once), Err(Error::Lock(_))));
+        assert!(!lock.is_held());
+        assert_eq!(get(&mut raw, "job"), None);
+    }
+
+    /// Waits for a forked child; kills it if it hangs.
+    fn exit_status(pid: libc::pid_t) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut status = 0;
+        loop {
+            // SAFETY: `pid` is our child and `status` a live c_int.
+            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if done == pid {
+                return if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    -1
+                };
+            }
+            if Instant::now() > deadline {
+                // SAFETY: signalling our own child, then reaping it.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                return -2;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn forked_child_never_touches_the_parents_lock() {
+        let _env = lock_ignoring_poison(&ENV_LOCK);
+        // TLS: had the child written to or closed the shared session, the
+        // parent's next command on it would fail.
+        let server = TestServer::start_with(Listen::Tls, "", &[]);
+        let mut raw = server.raw();
+        let mut lock = auto_renewing(&server.raw_dsn(), "job", Duration::from_secs(5));
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let token = lock.token().unwrap().to_owned();
+
+        for uses_the_lock in [false, true] {
+            // SAFETY: the child only runs the lock's fork-aware code and
+            // leaves by _exit, without running the test harness's code.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0);
+            if pid == 0 {
+                let inert = !uses_the_lock
+                    || (!lock.is_held()
+                        && lock.token().is_none()
+                        && lock.renew(None) == Ok(false)
+                        && lock.release() == Ok(false)
+                        && lock.acquire(Wait::Once) == Ok(false));
+                drop(lock);
+                // SAFETY: ends the child without unwinding or atexit handlers.
+                unsafe { libc::_exit(if inert { 0 } else { 1 }) }
+            }
+            assert_eq!(exit_status(pid), 0);
+            assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+            assert!(lock.is_held());
+            assert_eq!(lock.renew(None), Ok(true), "the TLS session is intact");
+        }
+        assert_eq!(lock.release(), Ok(true));
+    }
+}
