@@ -288,16 +288,10 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
     };
     let (file, writable) =
         sys::open_lock_file(c_path, options.mode).map_err(|e| fail("cannot open", &e))?;
-    sys::track_fd(file.as_raw_fd());
-    let handle = Handle {
-        id: sys::regular_file_id(&file).map_err(|e| fail("cannot use", &e))?,
-        file,
-        writable,
-        opened_by: sys::current_pid(),
-    };
+    let id = sys::regular_file_id(&file).map_err(|e| fail("cannot use", &e))?;
     if !options.allow_network_fs {
-        if let Some(fs) = sys::unreliable_fs(&handle.file, handle.id.dev)
-            .map_err(|e| fail("cannot statfs", &e))?
+        if let Some(fs) =
+            sys::unreliable_fs(&file, id.dev).map_err(|e| fail("cannot statfs", &e))?
         {
             return Err(Error::Lock(format!(
                 "lock file {} is on a {fs} filesystem, where flock() is unreliable; \
@@ -306,7 +300,15 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
             )));
         }
     }
-    Ok(handle)
+    // Tracked only once it is ours to keep: the fork handler rewrites every
+    // tracked number, and a refused file's number is soon reused by PHP.
+    sys::track_fd(file.as_raw_fd());
+    Ok(Handle {
+        file,
+        id,
+        writable,
+        opened_by: sys::current_pid(),
+    })
 }
 
 fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
@@ -486,6 +488,17 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         let err = FileLock::open(&dir.join("fifo"), FileOptions::default()).unwrap_err();
         assert!(err.to_string().contains("FIFO"), "{err}");
+    }
+
+    #[test]
+    fn a_refused_file_leaves_no_descriptor_for_the_fork_handler() {
+        let dir = temp_dir("untracked");
+        // Opens fine, then is refused as not a regular file.
+        assert!(FileLock::open(Path::new("/dev/null"), FileOptions::default()).is_err());
+        let reused = File::open("/dev/null").unwrap();
+        assert!(!sys::tracked_fds().contains(&reused.as_raw_fd()));
+        let lock = open(&dir.join("a.lock"));
+        assert!(sys::tracked_fds().contains(&lock.handle.file.as_raw_fd()));
     }
 
     #[test]

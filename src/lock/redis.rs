@@ -28,7 +28,7 @@
 //!
 //! | name | kind | what |
 //! | --- | --- | --- |
-//! | `<key>` | string key | the holder's token (32 hex digits, 128 bits from `getrandom(2)`), with the lock's TTL |
+//! | `<key>` | string key | the holder's token, `<32 hex digits>:<pid>@<host>` (128 random bits from `getrandom(2)`, then who holds it, so `GET <key>` answers "who?"), with the lock's TTL |
 //! | `<key>:fence` | string key | the fencing counter: `INCR`ed by every successful acquire, never expires, never deleted by cronlock |
 //! | `<key>:released` | pub/sub channel | `release()` publishes an empty message here to wake waiters |
 //!
@@ -37,7 +37,7 @@
 //! server answers `NOSCRIPT`):
 //!
 //! - acquire: `SET <key> <token> NX PX <ttl>`; on success `INCR <key>:fence`
-//!   and reply `{1, fence}`, otherwise reply `{0, PTTL <key>}` so a waiter
+//!   and reply `{1, fence, ''}`, otherwise reply `{0, PTTL <key>, GET <key>}` so a waiter
 //!   knows when the key expires at the latest.
 //! - renew: `PEXPIRE <key> <ttl>` only if `GET <key>` is still our token.
 //! - release: `DEL <key>` and `PUBLISH <key>:released ""` only if `GET <key>`
@@ -139,9 +139,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('DEL', KEYS[1])
     return fence
   end
-  return {1, fence}
+  return {1, fence, ''}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+-- busy: when it expires at the latest, and who holds it (for the log line)
+local holder = redis.pcall('GET', KEYS[1])
+if type(holder) ~= 'string' then holder = '' end
+return {0, redis.call('PTTL', KEYS[1]), holder}
 ";
 
 const RENEW_LUA: &str = r"
@@ -249,6 +252,8 @@ pub struct RedisLock {
     owner_pid: u32,
     conn: Option<Connection>,
     hold: Option<Hold>,
+    /// The value of `<key>` seen by the last acquire that found it busy.
+    last_holder: Option<String>,
 }
 
 /// What we know about a key we acquired.
@@ -395,6 +400,7 @@ impl RedisLock {
             owner_pid: process::id(),
             conn: None,
             hold: None,
+            last_holder: None,
         })
     }
 
@@ -417,7 +423,12 @@ impl RedisLock {
             return Ok(true);
         }
         self.forget_hold();
-        let token = random_token()?;
+        let token = format!(
+            "{}:{}@{}",
+            random_token()?,
+            super::sys::current_pid(),
+            super::sys::hostname()
+        );
         if let Attempt::Acquired = self.try_acquire(&token)? {
             return Ok(true);
         }
@@ -473,8 +484,10 @@ impl RedisLock {
             .arg(token)
             .arg(ttl_ms(self.ttl));
         let sent = Instant::now();
-        let (acquired, number): (i64, i64) = self.run(|conn| invocation.invoke(conn))?;
+        let (acquired, number, holder): (i64, i64, String) =
+            self.run(|conn| invocation.invoke(conn))?;
         if acquired == 0 {
+            self.last_holder = Some(holder);
             // PTTL is -1 for a key without TTL.
             let expires_in = u64::try_from(number).ok().map(Duration::from_millis);
             return Ok(Attempt::Busy(expires_in));
@@ -612,6 +625,14 @@ impl RedisLock {
     }
 
     /// The Redis key.
+    /// Who held the lock when the last `acquire` found it busy: the pid and
+    /// host from a cronlock token, `None` for another client's value.
+    pub fn last_holder(&self) -> Option<(u32, &str)> {
+        let (_, holder) = self.last_holder.as_deref()?.split_once(':')?;
+        let (pid, host) = holder.split_once('@')?;
+        Some((pid.parse().ok()?, host))
+    }
+
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -1246,6 +1267,14 @@ mod tests {
         assert_eq!(b.acquire(Wait::Once), Ok(false));
         assert_eq!(evalsha_calls(&mut raw), before + 1);
         assert!(!b.is_held());
+        assert_eq!(
+            b.last_holder(),
+            Some((
+                super::super::sys::current_pid(),
+                super::super::sys::hostname()
+            )),
+            "the busy reply names the holder"
+        );
         assert_eq!((b.token(), b.fencing_token()), (None, None));
         assert_eq!(b.release(), Ok(false));
         assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
@@ -1285,8 +1314,11 @@ mod tests {
             let lock = &mut locks[round % 2];
             assert_eq!(lock.acquire(Wait::Once), Ok(true));
             let token = lock.token().unwrap().to_owned();
-            assert_eq!(token.len(), 32, "128 bits in hex");
-            assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+            let (random, holder) = token.split_once(':').unwrap();
+            assert_eq!(random.len(), 32, "128 bits in hex");
+            assert!(random.bytes().all(|b| b.is_ascii_hexdigit()));
+            let pid = super::super::sys::current_pid();
+            assert_eq!(holder, format!("{pid}@{}", super::super::sys::hostname()));
             assert!(tokens.insert(token));
             let fence = lock.fencing_token().unwrap();
             assert!(fence > last_fence);
@@ -1339,6 +1371,11 @@ mod tests {
 
         assert!(set_nx(&mut raw, Some(10_000)));
         assert_eq!(lock.acquire(Wait::Once), Ok(false));
+        assert_eq!(
+            lock.last_holder(),
+            None,
+            "another client's value names nobody"
+        );
         assert_eq!(lock.release(), Ok(false));
         assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
         let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();

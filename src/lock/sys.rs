@@ -303,6 +303,11 @@ pub fn track_fd(fd: RawFd) {
     LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner()).push(fd);
 }
 
+#[cfg(test)]
+pub fn tracked_fds() -> Vec<RawFd> {
+    LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 pub fn untrack_fd(fd: RawFd) {
     let mut fds = LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(at) = fds.iter().position(|&f| f == fd) {

@@ -5,6 +5,7 @@ use super::file::File;
 use super::ini;
 use super::lock_interface::PhpInterfaceLock;
 use super::options::{type_name, Options};
+use super::redis::Redis;
 use crate::error::Error;
 use crate::lock::file::{FileLock, FileOptions};
 use ext_php_rs::class::RegisteredClass;
@@ -63,11 +64,7 @@ impl Drop for Releaser {
 }
 
 fn release(lock: &mut Zval) {
-    if let Some(file) = lock
-        .object_mut()
-        .and_then(ZendClassObject::<File>::from_zend_obj_mut)
-    {
-        file.release_leftover();
+    if lock.object_mut().is_some_and(super::release_native) {
         return;
     }
     // A userland Lock: call its release() even while an exception or
@@ -104,12 +101,12 @@ pub fn cron_guard(
         other => other.map(|c| c as i32),
     };
 
-    let mut lock = resolve_lock(lock)?;
+    let lock = resolve_lock(lock)?;
     let acquired = lock
         .try_call_method("acquire", vec![&wait])
         .map_err(|e| Error::Lock(format!("acquire() failed: {e}")))?;
     if !acquired.bool().unwrap_or(false) {
-        engine::error_log(&busy_message(&mut lock));
+        engine::error_log(&busy_message(&lock));
         if let Some(code) = on_busy {
             engine::exit(code);
         }
@@ -275,25 +272,29 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-fn busy_message(lock: &mut Zval) -> String {
-    if let Some(file) = lock
-        .object()
-        .and_then(ZendClassObject::<File>::from_zend_obj)
+fn busy_message(lock: &Zval) -> String {
+    let object = lock.object();
+    let (what, holder) = if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj)
     {
-        let holder = match file.lock().holder_pid() {
-            Ok(Some(pid)) => format!("pid {pid}"),
-            _ => "another process (pid unknown)".to_owned(),
-        };
-        return format!(
-            "cron_guard: lock {} is held by {holder}; skipping this run",
-            file.lock().path().display()
-        );
-    }
-    let class = lock
-        .object()
-        .and_then(|o| o.get_class_name().ok())
-        .unwrap_or_default();
-    format!("cron_guard: lock {class} is held by another process (pid unknown); skipping this run")
+        let pid = file.lock().holder_pid().ok().flatten();
+        (
+            format!("{}", file.lock().path().display()),
+            pid.map(|pid| format!("pid {pid}")),
+        )
+    } else if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj) {
+        (
+            format!("redis key '{}'", redis.lock().key()),
+            redis
+                .lock()
+                .last_holder()
+                .map(|(pid, host)| format!("pid {pid} on {host}")),
+        )
+    } else {
+        let class = object.and_then(|o| o.get_class_name().ok());
+        (class.unwrap_or_default(), None)
+    };
+    let holder = holder.unwrap_or_else(|| "another process (pid unknown)".to_owned());
+    format!("cron_guard: lock {what} is held by {holder}; skipping this run")
 }
 
 /// The registration of `cron_guard()` for `get_module`.

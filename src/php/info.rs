@@ -10,6 +10,15 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
     info_table_row!("cronlock support", "enabled");
     info_table_row!("version", env!("CARGO_PKG_VERSION"));
     info_table_row!("file locks", "flock(2)");
+    info_table_row!("redis locks", "enabled");
+    info_table_row!(
+        "redis TLS (rediss://)",
+        if crate::lock::redis::tls_supported() {
+            "enabled (rustls)"
+        } else {
+            "disabled"
+        }
+    );
     let lock_dir = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
     let effective = super::guard::lock_dir_for(&lock_dir);
     info_table_row!(

@@ -10,8 +10,9 @@ pub mod info;
 pub mod ini;
 pub mod lock_interface;
 pub mod options;
+pub mod redis;
 
-use ext_php_rs::types::ZendClassObject;
+use ext_php_rs::types::{ZendClassObject, ZendObject};
 use ext_php_rs::zend::ExecutorGlobals;
 use std::cell::Cell;
 
@@ -54,12 +55,23 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
             continue;
         }
         // SAFETY: a valid slot points at a live object during RSHUTDOWN.
-        let object = unsafe { &mut *slot };
-        if let Some(file) = ZendClassObject::<file::File>::from_zend_obj_mut(object) {
-            file.release_leftover();
-        }
+        release_native(unsafe { &mut *slot });
     }
     0
+}
+
+/// Releases `object` if it is one of our lock classes, without calling PHP
+/// code (safe while an exception or a fatal error unwinds). Returns whether
+/// it was one of ours.
+pub fn release_native(object: &mut ZendObject) -> bool {
+    if let Some(file) = ZendClassObject::<file::File>::from_zend_obj_mut(object) {
+        file.release_leftover();
+    } else if let Some(redis) = ZendClassObject::<redis::Redis>::from_zend_obj_mut(object) {
+        redis.release_leftover();
+    } else {
+        return false;
+    }
+    true
 }
 
 /// RINIT.

@@ -1,0 +1,103 @@
+//! `CronLock\Redis`: a lock that works across machines.
+
+use super::lock_interface::PhpInterfaceLock;
+use super::options::Options;
+use crate::lock::redis::{ttl_from_secs, RedisLock, RedisOptions};
+use crate::lock::Wait;
+use ext_php_rs::flags::ClassFlags;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::ZendHashTable;
+use std::time::Duration;
+
+#[php_class]
+#[php(name = "CronLock\\Redis")]
+#[php(flags = ClassFlags::Final)]
+#[php(implements(PhpInterfaceLock))]
+pub struct Redis {
+    lock: RedisLock,
+}
+
+#[php_impl]
+impl Redis {
+    #[php(defaults(ttl = 300.0))]
+    pub fn __construct(
+        dsn: String,
+        key: String,
+        ttl: f64,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Self> {
+        let options = Options::new(
+            "$options",
+            options,
+            &["auto_renew", "connect_timeout", "read_timeout"],
+        )?;
+        let defaults = RedisOptions::default();
+        let timeout = |name: &str, default: Duration| -> PhpResult<Duration> {
+            match options.seconds(name)? {
+                None => Ok(default),
+                Some(seconds) => Duration::try_from_secs_f64(seconds)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| {
+                        crate::error::Error::value(
+                            options.arg_name(name),
+                            "must be a number of seconds greater than 0",
+                        )
+                        .into()
+                    }),
+            }
+        };
+        let redis_options = RedisOptions {
+            connect_timeout: timeout("connect_timeout", defaults.connect_timeout)?,
+            read_timeout: timeout("read_timeout", defaults.read_timeout)?,
+            auto_renew: options.bool("auto_renew")?.unwrap_or(defaults.auto_renew),
+        };
+        super::note_lock_object();
+        Ok(Redis {
+            lock: RedisLock::new(&dsn, &key, ttl_from_secs(ttl)?, redis_options)?,
+        })
+    }
+
+    #[php(defaults(timeout = 0.0))]
+    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
+        Ok(self
+            .lock
+            .acquire(Wait::from_seconds("$timeout", timeout)?)?)
+    }
+
+    pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
+        let ttl = ttl.map(ttl_from_secs).transpose()?;
+        Ok(self.lock.renew(ttl)?)
+    }
+
+    pub fn release(&mut self) -> PhpResult<bool> {
+        Ok(self.lock.release()?)
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.lock.is_held()
+    }
+
+    pub fn token(&self) -> Option<String> {
+        self.lock.token().map(str::to_owned)
+    }
+
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.lock.fencing_token()
+    }
+
+    pub fn key(&self) -> String {
+        self.lock.key().to_owned()
+    }
+}
+
+impl Redis {
+    pub fn lock(&self) -> &RedisLock {
+        &self.lock
+    }
+
+    /// For the request-shutdown sweep; errors have nowhere to go there.
+    pub fn release_leftover(&mut self) {
+        let _ = self.lock.release();
+    }
+}
