@@ -114,7 +114,6 @@ use redis::{
     ScriptInvocation, ServerErrorKind,
 };
 use std::mem;
-use std::process;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -397,7 +396,7 @@ impl RedisLock {
             ttl,
             options,
             secrets,
-            owner_pid: process::id(),
+            owner_pid: super::sys::current_pid(),
             conn: None,
             hold: None,
             last_holder: None,
@@ -605,7 +604,7 @@ impl RedisLock {
     /// released, not found lost, and its TTL since the last confirmed acquire
     /// or renew has not run out.
     pub fn is_held(&self) -> bool {
-        self.owner_pid == process::id()
+        self.owner_pid == super::sys::current_pid()
             && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
     }
 
@@ -653,7 +652,7 @@ impl RedisLock {
     /// renewer thread does not exist: forget both without touching them, and
     /// start over as this process's lock.
     fn adopt_process(&mut self) {
-        let pid = process::id();
+        let pid = super::sys::current_pid();
         if self.owner_pid != pid {
             mem::forget(self.conn.take());
             mem::forget(self.hold.take());
@@ -910,7 +909,7 @@ mod tests {
             for _ in 0..5 {
                 let dir = std::env::temp_dir().join(format!(
                     "cronlock-redis-test-{}-{}",
-                    process::id(),
+                    super::super::sys::current_pid(),
                     NEXT.fetch_add(1, Ordering::Relaxed)
                 ));
                 fs::create_dir_all(&dir).unwrap();
