@@ -87,10 +87,16 @@ final class Proc
         $self = new self();
         $self->proc = $proc;
         $self->pipes = $pipes;
-        $self->pid = proc_get_status($proc)['pid'];
+        // PHP reports a child's exit code from one proc_get_status() call
+        // only: if the child is already gone here, keep its status now.
+        $st = proc_get_status($proc);
+        $self->pid = $st['pid'];
         $self->ownerPid = getmypid();
         $self->tmpDir = $tmpDir;
         self::register($self);
+        if (!$st['running']) {
+            $self->poll($st);
+        }
         return $self;
     }
 
@@ -235,14 +241,19 @@ final class Proc
         unset(self::$live[spl_object_id($this)]);
     }
 
-    /** Drain the pipes and pick up the exit status, without blocking. */
-    private function poll(): void
+    /**
+     * Drain the pipes and pick up the exit status, without blocking.
+     *
+     * @param array<string, mixed>|null $st a proc_get_status() result already
+     *        taken (the exit code is reported only once), else one is taken here
+     */
+    private function poll(?array $st = null): void
     {
         $this->drain();
         if ($this->exitCode !== null) {
             return;
         }
-        $st = proc_get_status($this->proc); // the exit code is reported only once
+        $st ??= proc_get_status($this->proc); // the exit code is reported only once
         if (!$st['running']) {
             $this->drain(true);
             if ($st['signaled']) {

@@ -110,8 +110,8 @@
 use super::Wait;
 use crate::error::{Error, Result};
 use redis::{
-    Client, Connection, ErrorKind, IntoConnectionInfo, RedisError, RedisResult, Script,
-    ScriptInvocation, ServerErrorKind,
+    Client, Connection, ErrorKind, IntoConnectionInfo, RedisConnectionInfo, RedisError,
+    RedisResult, Script, ScriptInvocation, ServerErrorKind,
 };
 use std::mem;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -240,7 +240,7 @@ fn ttl_ms(ttl: Duration) -> u64 {
 
 /// A lock on one Redis key. See the [module docs](self) for the protocol.
 pub struct RedisLock {
-    client: Client,
+    server: Server,
     key: String,
     fence_key: String,
     channel: String,
@@ -374,22 +374,43 @@ impl RedisLock {
                 "must be greater than 0",
             ));
         }
+        // The URL parser would quietly trim or escape these.
+        if dsn.bytes().any(|b| b < 0x20 || b == 0x7f) {
+            return Err(Error::value(
+                "$dsn",
+                "must not contain NUL bytes or other control characters",
+            ));
+        }
+        if dsn.trim() != dsn {
+            return Err(Error::value(
+                "$dsn",
+                "must not have leading or trailing spaces",
+            ));
+        }
         let mut secrets = Secrets::in_dsn(dsn);
-        let client = dsn
+        let bad_dsn = |err: RedisError, secrets: &Secrets| {
+            Error::value(
+                "$dsn",
+                secrets.scrub(format!(
+                    "must look like redis://[[user]:password@]host[:port][/db], \
+                     rediss://… or unix:///path/to/redis.sock ({err})"
+                )),
+            )
+        };
+        let info = dsn
             .into_connection_info()
-            .and_then(Client::open)
-            .map_err(|err| {
-                Error::value(
-                    "$dsn",
-                    secrets.scrub(format!(
-                        "must look like redis://[[user]:password@]host[:port][/db], \
-                         rediss://… or unix:///path/to/redis.sock ({err})"
-                    )),
-                )
-            })?;
-        secrets.add(client.get_connection_info().redis_settings().password());
+            .map_err(|err| bad_dsn(err, &secrets))?;
+        let settings = info.redis_settings().clone();
+        secrets.add(settings.password());
+        let bare = info.set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
+        let server = Server {
+            client: Client::open(bare).map_err(|err| bad_dsn(err, &secrets))?,
+            username: settings.username().map(str::to_owned),
+            password: settings.password().map(str::to_owned),
+            db: settings.db(),
+        };
         Ok(RedisLock {
-            client,
+            server,
             key: key.to_owned(),
             fence_key: format!("{key}:fence"),
             channel: format!("{key}:released"),
@@ -438,7 +459,7 @@ impl RedisLock {
         // Subscribe before the retry below, so a release between our last
         // attempt and the subscription still wakes us.
         // Without a subscriber connection, waiting falls back to polling.
-        let mut listener = open(&self.client, &self.options).ok();
+        let mut listener = open(&self.server, &self.options).ok();
         let mut subscription = listener.as_mut().and_then(|conn| {
             let mut pubsub = conn.as_pubsub();
             pubsub.subscribe(&self.channel).ok().map(|()| pubsub)
@@ -521,7 +542,7 @@ impl RedisLock {
         state: &Arc<HoldState>,
     ) -> std::io::Result<JoinHandle<()>> {
         let renewal = Renewal {
-            client: self.client.clone(),
+            server: self.server.clone(),
             options: self.options,
             invocation: renew_invocation(&self.key, token, self.ttl),
             ttl: self.ttl,
@@ -661,12 +682,12 @@ impl RedisLock {
     }
 
     fn run<T>(&mut self, command: impl FnOnce(&mut Connection) -> RedisResult<T>) -> Result<T> {
-        with_connection(&mut self.conn, &self.client, &self.options, command)
+        with_connection(&mut self.conn, &self.server, &self.options, command)
             .map_err(|failure| self.error(&failure))
     }
 
     fn error(&self, failure: &Failure) -> Error {
-        let addr = self.client.get_connection_info().addr();
+        let addr = self.server.client.get_connection_info().addr();
         let (err, limit, context) = match failure {
             Failure::Connect(err) => (
                 err,
@@ -720,8 +741,47 @@ enum Failure {
     Command(RedisError),
 }
 
-fn open(client: &Client, options: &RedisOptions) -> RedisResult<Connection> {
-    let conn = client.get_connection_with_timeout(options.connect_timeout)?;
+/// Where and as whom to connect. `client` knows only the address and TLS:
+/// the redis crate would pipeline AUTH, SELECT and two `CLIENT SETINFO` and
+/// wait up to the timeout for each reply, so a silent server would take
+/// several times `connect_timeout`. [`open`] sends them against one deadline.
+#[derive(Clone)]
+struct Server {
+    client: Client,
+    username: Option<String>,
+    password: Option<String>,
+    db: i64,
+}
+
+fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
+    let deadline = Instant::now() + options.connect_timeout;
+    let mut conn = server
+        .client
+        .get_connection_with_timeout(options.connect_timeout)?;
+    let mut handshake = |command: &redis::Cmd| -> RedisResult<()> {
+        // A zero timeout is refused by the socket API.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        conn.set_read_timeout(Some(left))?;
+        conn.set_write_timeout(Some(left))?;
+        command.query::<()>(&mut conn)
+    };
+    if let Some(password) = &server.password {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(username) = &server.username {
+            auth.arg(username);
+        }
+        handshake(auth.arg(password))?;
+    }
+    if server.db != 0 {
+        handshake(redis::cmd("SELECT").arg(server.db))?;
+    }
+    if server.password.is_none() && server.db == 0 {
+        // Something that accepts TCP is not yet a Redis that answers: find
+        // out within connect_timeout, not on the first command.
+        handshake(&redis::cmd("PING"))?;
+    }
     conn.set_read_timeout(Some(options.read_timeout))?;
     conn.set_write_timeout(Some(options.read_timeout))?;
     Ok(conn)
@@ -732,13 +792,13 @@ fn open(client: &Client, options: &RedisOptions) -> RedisResult<Connection> {
 /// a timeout or I/O error its replies may be out of step.
 fn with_connection<T>(
     slot: &mut Option<Connection>,
-    client: &Client,
+    server: &Server,
     options: &RedisOptions,
     command: impl FnOnce(&mut Connection) -> RedisResult<T>,
 ) -> std::result::Result<T, Failure> {
     let mut conn = match slot.take() {
         Some(conn) => conn,
-        None => open(client, options).map_err(Failure::Connect)?,
+        None => open(server, options).map_err(Failure::Connect)?,
     };
     let result = command(&mut conn);
     let in_step = match &result {
@@ -759,7 +819,7 @@ fn renew_invocation(key: &str, token: &str, ttl: Duration) -> ScriptInvocation<'
 
 /// The auto-renew thread's work; owns its own connection.
 struct Renewal {
-    client: Client,
+    server: Server,
     options: RedisOptions,
     invocation: ScriptInvocation<'static>,
     ttl: Duration,
@@ -773,7 +833,7 @@ impl Renewal {
         while !state.wait_for_stop(next) {
             let gate = lock_ignoring_poison(&state.renew_gate);
             let sent = Instant::now();
-            let outcome = with_connection(&mut conn, &self.client, &self.options, |conn| {
+            let outcome = with_connection(&mut conn, &self.server, &self.options, |conn| {
                 self.invocation.invoke::<i64>(conn)
             });
             match outcome {
@@ -1197,6 +1257,11 @@ mod tests {
             "rediss://:Sup3r-S3cret@127.0.0.1/#verify",
             "redis://:Sup3r-S3cret@0.0.0.0",
             "unix:///tmp/redis.sock?pass=Sup3r-S3cret&db=x",
+            "redis://:Sup3r-S3cret@127.0.0.1:6379\0",
+            "\0redis://:Sup3r-S3cret@127.0.0.1",
+            "unix:///tmp/cronlock\0.sock",
+            "redis://:Sup3r-S3cret@127.0.0.1\t/0",
+            " redis://:Sup3r-S3cret@127.0.0.1",
         ] {
             let (arg, reason) = bad_argument(RedisLock::new(bad_dsn, "k", ttl, options));
             assert_eq!(arg, "$dsn", "{bad_dsn}");
@@ -1608,21 +1673,30 @@ mod tests {
     fn unresponsive_server_times_out() {
         // Accepts TCP connections (the kernel does) but never answers.
         let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-        let dsn = format!("redis://127.0.0.1:{}", silent.local_addr().unwrap().port());
+        let port = silent.local_addr().unwrap().port();
         let options = RedisOptions {
             connect_timeout: Duration::from_millis(200),
             ..RedisOptions::default()
         };
-        let mut lock = RedisLock::new(&dsn, "job", Duration::from_secs(10), options).unwrap();
-        let started = Instant::now();
-        let message = connection_error(lock.acquire(Wait::Once));
-        let waited = started.elapsed();
-        assert!(waited >= Duration::from_millis(150) && waited < Duration::from_secs(1));
-        assert!(
-            message.contains("cannot connect to Redis at 127.0.0.1:")
-                && message.contains("no answer within 200 ms"),
-            "{message}"
-        );
+        // AUTH and SELECT share the one connect deadline.
+        for dsn in [
+            format!("redis://127.0.0.1:{port}"),
+            format!("redis://cron:pw@127.0.0.1:{port}/3"),
+        ] {
+            let mut lock = RedisLock::new(&dsn, "job", Duration::from_secs(10), options).unwrap();
+            let started = Instant::now();
+            let message = connection_error(lock.acquire(Wait::Once));
+            let waited = started.elapsed();
+            assert!(
+                waited >= Duration::from_millis(150) && waited < Duration::from_millis(600),
+                "{dsn}: {waited:?}"
+            );
+            assert!(
+                message.contains("cannot connect to Redis at 127.0.0.1:")
+                    && message.contains("no answer within 200 ms"),
+                "{message}"
+            );
+        }
 
         let server = TestServer::start();
         let options = RedisOptions {

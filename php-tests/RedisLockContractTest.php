@@ -1,0 +1,101 @@
+<?php
+
+declare(strict_types=1);
+
+namespace CronLock\Tests;
+
+use CronLock\Lock;
+use CronLock\Redis;
+use CronLock\Tests\Support\RedisServer;
+
+/**
+ * The CronLock\Lock contract for CronLock\Redis: one private redis-server for
+ * the class, a unique key per test (uniqueName()).
+ *
+ * Locks made here live TTL seconds without renewal, so a kill -9'd holder
+ * frees its key at most TTL later. The child processes' locks (holders, the
+ * fork test, the 8 contending processes) auto-renew, so a child that holds
+ * the lock for longer than TTL on a busy machine keeps it, and kill -9 of an
+ * auto-renewing holder is what the kill tests exercise.
+ */
+final class RedisLockContractTest extends LockContractTestCase
+{
+    private const TTL = 1.0;
+
+    private static ?RedisServer $server = null;
+    /** @var array<string, Redis> one reused probe per key (one connection, not one per poll) */
+    private array $probes = [];
+
+    public static function setUpBeforeClass(): void
+    {
+        parent::setUpBeforeClass();
+        self::$server = RedisServer::start();
+    }
+
+    public static function tearDownAfterClass(): void
+    {
+        self::$server?->stop();
+        self::$server = null;
+        parent::tearDownAfterClass();
+    }
+
+    protected function tearDown(): void
+    {
+        foreach ($this->probes as $probe) {
+            if ($probe->isHeld()) {
+                $probe->release();
+            }
+        }
+        $this->probes = [];
+        parent::tearDown();
+    }
+
+    private static function dsn(): string
+    {
+        return self::$server->dsn();
+    }
+
+    protected function createLock(string $name): Lock
+    {
+        return new Redis(self::dsn(), $name, self::TTL);
+    }
+
+    protected function lockIsFreeForOthers(string $name): bool
+    {
+        $probe = $this->probes[$name] ??= new Redis(self::dsn(), $name, self::TTL);
+        if (!$probe->acquire(0)) {
+            return false;
+        }
+        self::assertTrue($probe->release(), 'the probe releases what it just took');
+        return true;
+    }
+
+    protected function createLockCode(string $name): string
+    {
+        return sprintf(
+            'new \CronLock\Redis(%s, %s, %s, [\'auto_renew\' => true])',
+            var_export(self::dsn(), true),
+            var_export($name, true),
+            var_export(self::TTL, true),
+        );
+    }
+
+    protected function secondsUntilFreeAfterHolderDies(): float
+    {
+        return self::TTL;
+    }
+
+    public function testTheKeyIsTheNameAndHoldsTheToken(): void
+    {
+        // Not part of the shared contract: ties the contract's "same lock"
+        // to the Redis key, so the tests above really share one key.
+        $name = $this->uniqueName();
+        $lock = $this->createLock($name);
+        self::assertInstanceOf(Redis::class, $lock);
+        self::assertSame($name, $lock->key());
+        self::assertTrue($lock->acquire(0));
+        self::assertSame($lock->token(), self::$server->command('GET', $name));
+        self::assertTrue($lock->release());
+        self::assertSame(0, self::$server->command('EXISTS', $name));
+    }
+}
