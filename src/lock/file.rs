@@ -22,6 +22,9 @@
 //!   held, in place (no truncate-then-write, which costs a disk flush on
 //!   ext4), and only into an empty file or one holding such a record: locking
 //!   someone's script or data file never writes to it;
+//! - a dropped, unlocked lock leaves its descriptor to the next `FileLock`
+//!   of the same path in this thread (up to 8), so a new object per run
+//!   costs no open/close; it is re-checked like any other after locking;
 //! - release and drop act only in the process that acquired: a `fork()` child
 //!   cannot free the parent's lock, and its copy of the descriptor is detached
 //!   at fork time, so it cannot keep the lock alive either.
@@ -29,9 +32,11 @@
 use super::sys::{self, FileId};
 use super::Wait;
 use crate::error::{Error, Result};
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -40,6 +45,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Size of the holder record: fixed, so rewriting it never changes the size.
 const RECORD_LEN: usize = 128;
 const RECORD_MAGIC: &[u8] = b"cronlock pid=";
+/// How many unlocked descriptors of dropped locks a thread keeps for reuse.
+const IDLE_MAX: usize = 8;
 /// Longest pause between two tries of a timed wait; bounds the hand-off
 /// latency (there is no flock(2) with a timeout).
 const MAX_POLL: Duration = Duration::from_millis(1);
@@ -71,6 +78,8 @@ struct Handle {
     id: FileId,
     writable: bool,
     opened_by: u32,
+    /// The file is known to contain our record (or be empty), so we may write.
+    record_is_ours: bool,
 }
 
 impl Drop for Handle {
@@ -88,11 +97,10 @@ pub struct FileLock {
     path: PathBuf,
     c_path: CString,
     options: FileOptions,
-    handle: Handle,
+    /// Dropped by hand: `Drop` gives it to the idle cache instead.
+    handle: ManuallyDrop<Handle>,
     /// Pid of the process that holds the lock through this object.
     held_by: Option<u32>,
-    /// The file is known to contain our record (or be empty), so we may write.
-    record_is_ours: bool,
 }
 
 impl FileLock {
@@ -115,14 +123,16 @@ impl FileLock {
                 "must be between 0 and 0o7777",
             ));
         }
-        let handle = open_handle(path, &c_path, &options)?;
+        let handle = match take_idle(&c_path, &options) {
+            Some(handle) => handle,
+            None => open_handle(path, &c_path, &options)?,
+        };
         Ok(FileLock {
             path: path.to_owned(),
             c_path,
             options,
-            handle,
+            handle: ManuallyDrop::new(handle),
             held_by: None,
-            record_is_ours: false,
         })
     }
 
@@ -233,8 +243,11 @@ impl FileLock {
     }
 
     fn reopen(&mut self) -> Result<()> {
-        self.handle = open_handle(&self.path, &self.c_path, &self.options)?;
-        self.record_is_ours = false;
+        let fresh = open_handle(&self.path, &self.c_path, &self.options)?;
+        drop(ManuallyDrop::into_inner(std::mem::replace(
+            &mut self.handle,
+            ManuallyDrop::new(fresh),
+        )));
         Ok(())
     }
 
@@ -244,8 +257,8 @@ impl FileLock {
         if self.options.shared || !self.handle.writable {
             return;
         }
-        if !self.record_is_ours {
-            self.record_is_ours = match self.handle.id.size {
+        if !self.handle.record_is_ours {
+            self.handle.record_is_ours = match self.handle.id.size {
                 0 => true,
                 len if len == RECORD_LEN as u64 => {
                     let mut head = [0u8; RECORD_MAGIC.len()];
@@ -253,12 +266,11 @@ impl FileLock {
                 }
                 _ => false,
             };
-            if !self.record_is_ours {
+            if !self.handle.record_is_ours {
                 return;
             }
         }
-        let record = format_record(sys::current_pid(), sys::hostname(), SystemTime::now());
-        let _ = self.handle.file.write_all_at(&record, 0);
+        let _ = self.handle.file.write_all_at(&current_record(), 0);
     }
 
     fn os_error(&self, what: &str, err: &io::Error) -> Error {
@@ -274,8 +286,74 @@ impl Drop for FileLock {
     fn drop(&mut self) {
         // Closing alone would not release while a fork child shares the open
         // file description; unlock explicitly, but only as the owner.
-        let _ = self.release();
+        let released = self.release().is_ok();
+        // SAFETY: taken once, here, and `self.handle` is not used again.
+        let handle = unsafe { ManuallyDrop::take(&mut self.handle) };
+        if released && handle.opened_by == sys::current_pid() {
+            keep_idle(self.c_path.clone(), self.options, handle);
+        }
     }
+}
+
+/// Unlocked descriptors of dropped locks, most recent last. A job that
+/// makes a `new CronLock\File` per cycle then skips open, fstat and close.
+/// This is safe because nothing is trusted from the cache: `acquire` checks
+/// after every flock that the path still names the file (and reopens if
+/// not), as it does for a fresh descriptor; the file type and filesystem of
+/// an open descriptor cannot change.
+struct Idle {
+    c_path: CString,
+    options: FileOptions,
+    handle: Handle,
+}
+
+thread_local! {
+    static IDLE: RefCell<Vec<Idle>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take_idle(c_path: &CString, options: &FileOptions) -> Option<Handle> {
+    let me = sys::current_pid();
+    IDLE.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        // A fork child's copies were detached at fork; they are not files.
+        idle.retain(|entry| entry.handle.opened_by == me);
+        let at = idle
+            .iter()
+            .rposition(|entry| entry.c_path == *c_path && entry.options == *options)?;
+        Some(idle.remove(at).handle)
+    })
+}
+
+fn keep_idle(c_path: CString, options: FileOptions, handle: Handle) {
+    IDLE.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        if idle.len() >= IDLE_MAX {
+            idle.remove(0);
+        }
+        idle.push(Idle {
+            c_path,
+            options,
+            handle,
+        });
+    });
+}
+
+/// The holder record of this process now, formatted once per second.
+fn current_record() -> [u8; RECORD_LEN] {
+    thread_local! {
+        static LAST: RefCell<(u32, u64, [u8; RECORD_LEN])> =
+            const { RefCell::new((0, 0, [0; RECORD_LEN])) };
+    }
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let pid = sys::current_pid();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != pid || last.1 != secs {
+            *last = (pid, secs, format_record(pid, sys::hostname(), now));
+        }
+        last.2
+    })
 }
 
 fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<Handle> {
@@ -308,6 +386,7 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
         id,
         writable,
         opened_by: sys::current_pid(),
+        record_is_ours: false,
     })
 }
 
@@ -499,6 +578,35 @@ mod tests {
         assert!(!sys::tracked_fds().contains(&reused.as_raw_fd()));
         let lock = open(&dir.join("a.lock"));
         assert!(sys::tracked_fds().contains(&lock.handle.file.as_raw_fd()));
+    }
+
+    #[test]
+    fn a_dropped_lock_leaves_its_descriptor_for_the_next_object() {
+        let dir = temp_dir("idle");
+        let path = dir.join("a.lock");
+        let first = open(&path);
+        let fd = first.handle.file.as_raw_fd();
+        drop(first);
+        let mut second = open(&path);
+        assert_eq!(second.handle.file.as_raw_fd(), fd, "reused, not reopened");
+        assert!(second.acquire(Wait::Once).unwrap());
+        assert!(!open(&path).acquire(Wait::Once).unwrap());
+    }
+
+    #[test]
+    fn a_reused_descriptor_of_a_replaced_file_is_not_trusted() {
+        let dir = temp_dir("idle-replaced");
+        let path = dir.join("a.lock");
+        drop(open(&path));
+        std::fs::remove_file(&path).unwrap();
+        // Gets the idle descriptor of the unlinked file...
+        let mut stale = open(&path);
+        let mut other = open(&path);
+        assert!(other.acquire(Wait::Once).unwrap());
+        // ...locks it, notices, and retries on the file `other` holds.
+        assert!(!stale.acquire(Wait::Once).unwrap());
+        other.release().unwrap();
+        assert!(stale.acquire(Wait::Once).unwrap());
     }
 
     #[test]
