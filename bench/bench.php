@@ -1,0 +1,381 @@
+<?php
+/**
+ * cronlock benchmark driver: one row, one round, one fresh process.
+ * bench/run starts it; it is not meant to be called by hand, but can be:
+ *
+ *   php [-d extension=…/libcronlock.so] bench/bench.php cycle   ROW SECONDS
+ *   php [-d extension=…/libcronlock.so] bench/bench.php handoff ROW SAMPLES
+ *
+ * Environment: BENCH_EXT4_DIR, BENCH_TMPFS_DIR (lock file directories),
+ * BENCH_REDIS_PORT (a redis-server on 127.0.0.1 started by bench/run),
+ * BENCH_ROUND (copied into the output, for per-round ratios).
+ *
+ * Prints one JSON line. A row that cannot run here prints {"na": "why"}.
+ * No assertions on time: this only measures.
+ */
+
+declare(strict_types=1);
+
+const SF_AUTOLOAD = '/usr/share/php/Symfony/Component/Lock/autoload.php';
+const MALKUSCH_AUTOLOAD = '/usr/share/php/Malkusch/Lock/autoload.php';
+const PREDIS_AUTOLOAD = '/usr/share/php/Predis/autoload.php';
+
+/** Compare-and-delete, as every Redis lock how-to writes it. */
+const LUA_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+final class NotAvailable extends Exception {}
+
+function env(string $name): string
+{
+    $v = getenv($name);
+    if ($v === false || $v === '') {
+        throw new NotAvailable("$name not set");
+    }
+    return $v;
+}
+
+function ext4_file(string $name): string { return env('BENCH_EXT4_DIR') . "/$name.lock"; }
+function tmpfs_file(string $name): string { return env('BENCH_TMPFS_DIR') . "/$name.lock"; }
+
+function need_cronlock(string $class = 'CronLock\File'): void
+{
+    if (!extension_loaded('cronlock')) {
+        throw new NotAvailable('cronlock extension not loaded');
+    }
+    if (!class_exists($class)) {
+        throw new NotAvailable("$class not available");
+    }
+}
+
+function phpredis(): Redis
+{
+    if (!class_exists('Redis')) {
+        throw new NotAvailable('phpredis not loaded');
+    }
+    $r = new Redis();
+    $r->connect('127.0.0.1', (int) env('BENCH_REDIS_PORT'));
+    return $r;
+}
+
+function predis(): Predis\Client
+{
+    require_once PREDIS_AUTOLOAD;
+    return new Predis\Client(['host' => '127.0.0.1', 'port' => (int) env('BENCH_REDIS_PORT')]);
+}
+
+function redis_dsn(): string
+{
+    return 'redis://127.0.0.1:' . env('BENCH_REDIS_PORT');
+}
+
+function token(): string
+{
+    return bin2hex(random_bytes(16));
+}
+
+/* ---------------------------------------------------------------------------
+ * Cycle rows: each returns a closure doing ONE acquire+release cycle.
+ * Setup (connections, autoloaders, factories) happens once, outside the timing.
+ * ------------------------------------------------------------------------- */
+
+/** @return array<string, callable(): Closure> */
+function cycle_rows(): array
+{
+    return [
+        // File group ---------------------------------------------------------
+        'file.floor' => function (): Closure {
+            $h = fopen(ext4_file('floor'), 'c');
+            return function () use ($h): void {
+                flock($h, LOCK_EX | LOCK_NB);
+                flock($h, LOCK_UN);
+            };
+        },
+        'file.userland.ext4' => fn (): Closure => userland_file(ext4_file('userland')),
+        'file.userland.tmpfs' => fn (): Closure => userland_file(tmpfs_file('userland')),
+        'file.symfony' => function (): Closure {
+            require_once SF_AUTOLOAD;
+            $factory = new Symfony\Component\Lock\LockFactory(
+                new Symfony\Component\Lock\Store\FlockStore(env('BENCH_EXT4_DIR'))
+            );
+            return function () use ($factory): void {
+                $lock = $factory->createLock('bench');
+                $lock->acquire();
+                $lock->release();
+            };
+        },
+        'file.malkusch' => function (): Closure {
+            require_once MALKUSCH_AUTOLOAD;
+            $path = ext4_file('malkusch');
+            return function () use ($path): void {
+                $h = fopen($path, 'c');
+                (new malkusch\lock\mutex\FlockMutex($h))->synchronized(static function (): void {});
+                fclose($h);
+            };
+        },
+        'file.cronlock.new' => function (): Closure {
+            need_cronlock();
+            $path = ext4_file('cronlock-new');
+            return function () use ($path): void {
+                $lock = new CronLock\File($path);
+                $lock->acquire();
+                $lock->release();
+            };
+        },
+        'file.cronlock.new.tmpfs' => function (): Closure {
+            need_cronlock();
+            $path = tmpfs_file('cronlock-new');
+            return function () use ($path): void {
+                $lock = new CronLock\File($path);
+                $lock->acquire();
+                $lock->release();
+            };
+        },
+        'file.cronlock.reused' => function (): Closure {
+            need_cronlock();
+            $lock = new CronLock\File(ext4_file('cronlock-reused'));
+            return function () use ($lock): void {
+                $lock->acquire();
+                $lock->release();
+            };
+        },
+
+        // Redis group --------------------------------------------------------
+        'redis.floor' => function (): Closure {
+            $r = phpredis();
+            return function () use ($r): void {
+                $r->ping();
+                $r->ping();
+            };
+        },
+        'redis.phpredis' => function (): Closure {
+            $r = phpredis();
+            return function () use ($r): void {
+                $tok = token();
+                $r->set('bench:phpredis', $tok, ['nx', 'ex' => 30]);
+                $r->eval(LUA_RELEASE, ['bench:phpredis', $tok], 1);
+            };
+        },
+        'redis.predis' => function (): Closure {
+            $c = predis();
+            $c->ping();
+            return function () use ($c): void {
+                $tok = token();
+                $c->set('bench:predis', $tok, 'EX', 30, 'NX');
+                $c->eval(LUA_RELEASE, 1, 'bench:predis', $tok);
+            };
+        },
+        'redis.symfony' => function (): Closure {
+            require_once SF_AUTOLOAD;
+            $factory = new Symfony\Component\Lock\LockFactory(
+                new Symfony\Component\Lock\Store\RedisStore(phpredis())
+            );
+            return function () use ($factory): void {
+                $lock = $factory->createLock('bench:symfony', 30);
+                $lock->acquire();
+                $lock->release();
+            };
+        },
+        'redis.cronlock' => function (): Closure {
+            need_cronlock('CronLock\Redis');
+            $lock = new CronLock\Redis(redis_dsn(), 'bench:cronlock', 30.0);
+            return function () use ($lock): void {
+                $lock->acquire();
+                $lock->fencingToken();
+                $lock->release();
+            };
+        },
+    ];
+}
+
+function userland_file(string $path): Closure
+{
+    // The pattern found in countless cron scripts.
+    return function () use ($path): void {
+        $h = fopen($path, 'c');
+        if (flock($h, LOCK_EX | LOCK_NB)) {
+            ftruncate($h, 0);
+            fwrite($h, (string) getmypid());
+            flock($h, LOCK_UN);
+        }
+        fclose($h);
+    };
+}
+
+function run_cycle(string $row, float $seconds): array
+{
+    $rows = cycle_rows();
+    if (!isset($rows[$row])) {
+        throw new InvalidArgumentException("unknown row $row");
+    }
+    $cycle = $rows[$row]();
+
+    // Warm-up: a quarter of the budget (at least 20 cycles); it also sizes N.
+    $warm = 0;
+    $start = hrtime(true);
+    do {
+        $cycle();
+        $warm++;
+        $elapsed = hrtime(true) - $start;
+    } while ($warm < 20 || $elapsed < $seconds * 0.25e9);
+    $n = max(20, (int) ($seconds * 1e9 / ($elapsed / $warm)));
+
+    $start = hrtime(true);
+    for ($i = 0; $i < $n; $i++) {
+        $cycle();
+    }
+    $ns = hrtime(true) - $start;
+
+    return ['n' => $n, 'ns_per_cycle' => $ns / $n];
+}
+
+/* ---------------------------------------------------------------------------
+ * Hand-off rows: holder releases -> waiter holds, two processes.
+ * Each returns [try, wait, release] closures, built after fork (own fds and
+ * connections per process), and the spread of the random hold time, which
+ * must cover the waiter's poll period so the release lands at a random
+ * phase of it.
+ * ------------------------------------------------------------------------- */
+
+const POLL_US = 100_000;  // the 100 ms poll of the userland waiters
+
+/** @return array<string, array{spread_ms: int, make: callable(): array}> */
+function handoff_rows(): array
+{
+    $userlandFile = function (bool $blocking): array {
+        $h = fopen(ext4_file('handoff-userland'), 'c');
+        $take = function () use ($h): bool {
+            if (!flock($h, LOCK_EX | LOCK_NB)) {
+                return false;
+            }
+            ftruncate($h, 0);
+            fwrite($h, (string) getmypid());
+            return true;
+        };
+        $wait = $blocking
+            ? function () use ($h): void {
+                flock($h, LOCK_EX);
+                ftruncate($h, 0);
+                fwrite($h, (string) getmypid());
+            }
+            : function () use ($take): void {
+                while (!$take()) {
+                    usleep(POLL_US);
+                }
+            };
+        return [$take, $wait, fn () => flock($h, LOCK_UN)];
+    };
+    $cronlockFile = function (float $timeout): array {
+        need_cronlock();
+        $lock = new CronLock\File(ext4_file('handoff-cronlock'));
+        return [
+            fn () => $lock->acquire(),
+            function () use ($lock, $timeout): void {
+                if (!$lock->acquire($timeout)) {
+                    throw new RuntimeException('waiter timed out');
+                }
+            },
+            fn () => $lock->release(),
+        ];
+    };
+    return [
+        'handoff.file.userland.block' => ['spread_ms' => 25, 'make' => fn () => $userlandFile(true)],
+        'handoff.file.userland.poll' => ['spread_ms' => 100, 'make' => fn () => $userlandFile(false)],
+        'handoff.file.cronlock.timed' => ['spread_ms' => 25, 'make' => fn () => $cronlockFile(30.0)],
+        'handoff.file.cronlock.forever' => ['spread_ms' => 25, 'make' => fn () => $cronlockFile(-1.0)],
+        'handoff.redis.userland.poll' => ['spread_ms' => 100, 'make' => function (): array {
+            $r = phpredis();
+            $tok = token();
+            $take = fn (): bool => (bool) $r->set('bench:handoff-userland', $tok, ['nx', 'ex' => 30]);
+            return [
+                $take,
+                function () use ($take): void {
+                    while (!$take()) {
+                        usleep(POLL_US);
+                    }
+                },
+                fn () => $r->eval(LUA_RELEASE, ['bench:handoff-userland', $tok], 1),
+            ];
+        }],
+        'handoff.redis.cronlock' => ['spread_ms' => 50, 'make' => function (): array {
+            need_cronlock('CronLock\Redis');
+            $lock = new CronLock\Redis(redis_dsn(), 'bench:handoff-cronlock', 30.0);
+            return [
+                fn () => $lock->acquire(),
+                function () use ($lock): void {
+                    if (!$lock->acquire(30.0)) {
+                        throw new RuntimeException('waiter timed out');
+                    }
+                },
+                fn () => $lock->release(),
+            ];
+        }],
+    ];
+}
+
+function run_handoff(string $row, int $samples): array
+{
+    $rows = handoff_rows();
+    if (!isset($rows[$row])) {
+        throw new InvalidArgumentException("unknown row $row");
+    }
+    ['spread_ms' => $spread, 'make' => $make] = $rows[$row];
+    if (str_contains($row, '.cronlock')) {
+        need_cronlock(str_contains($row, '.redis.') ? 'CronLock\Redis' : 'CronLock\File');
+    }
+
+    [$toWaiter, $toHolder] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP);
+    $pid = pcntl_fork();
+    if ($pid === 0) {                        // waiter
+        fclose($toWaiter);
+        [, $wait, $release] = $make();
+        while (fread($toHolder, 1) === 'w') {
+            $wait();
+            $t1 = hrtime(true);              // the waiter holds the lock now
+            $release();
+            fwrite($toHolder, "$t1\n");
+        }
+        exit(0);
+    }
+    fclose($toHolder);
+    [$try, , $release] = $make();
+    $lat = [];
+    for ($i = 0; $i < $samples; $i++) {
+        while (!$try()) {                    // the waiter released already; retry is rare
+            usleep(100);
+        }
+        fwrite($toWaiter, 'w');              // waiter starts waiting
+        usleep(5000 + random_int(0, $spread * 1000));
+        $t0 = hrtime(true);                  // the holder releases now
+        $release();
+        $line = fgets($toWaiter);
+        if ($line === false) {
+            throw new RuntimeException('waiter died');
+        }
+        $lat[] = (int) $line - $t0;
+    }
+    fwrite($toWaiter, 'q');
+    pcntl_waitpid($pid, $status);
+    return ['samples_ns' => $lat];
+}
+
+/* ------------------------------------------------------------------------- */
+
+function main(array $argv): int
+{
+    [, $mode, $row, $arg] = $argv + [null, null, null, null];
+    $out = ['mode' => $mode, 'row' => $row, 'ext' => extension_loaded('cronlock'),
+        'round' => (int) getenv('BENCH_ROUND')];
+    try {
+        $out += match ($mode) {
+            'cycle' => run_cycle($row, (float) $arg),
+            'handoff' => run_handoff($row, (int) $arg),
+            default => throw new InvalidArgumentException("usage: bench.php cycle|handoff ROW ARG"),
+        };
+    } catch (NotAvailable $e) {
+        $out['na'] = $e->getMessage();
+    }
+    echo json_encode($out), "\n";
+    return 0;
+}
+
+exit(main($argv));
