@@ -7,44 +7,31 @@ namespace CronLock\Tests;
 use CronLock\ConnectionException;
 use CronLock\Guard;
 use CronLock\Redis;
+use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
+use CronLock\Tests\Support\RedisTestHelpers;
 use PHPUnit\Framework\TestCase;
 
-/** cron_guard() with a CronLock\Redis lock, against a redis-server of our own. */
+/** cron_guard() with a CronLock\Redis lock, against a redis-server of our own (self::$server). */
 final class CronGuardRedisTest extends TestCase
 {
+    use ErrorLogHelpers;
     use FileTestHelpers;
-
-    private static ?RedisServer $server = null;
+    use RedisTestHelpers;
 
     private string $controlDir;
-    private string|false $savedErrorLog = false;
-
-    public static function setUpBeforeClass(): void
-    {
-        parent::setUpBeforeClass();
-        self::$server = RedisServer::start();
-    }
-
-    public static function tearDownAfterClass(): void
-    {
-        self::$server?->stop();
-        self::$server = null;
-        parent::tearDownAfterClass();
-    }
 
     protected function setUp(): void
     {
         parent::setUp();
         $this->controlDir = $this->makeTempDir('guard-redis');
-        $this->savedErrorLog = ini_get('error_log');
     }
 
     protected function tearDown(): void
     {
-        ini_set('error_log', (string) $this->savedErrorLog);
+        $this->restoreErrorLog();
         $this->reapCommands();
         $this->removeTempDirs();
         parent::tearDown();
@@ -57,51 +44,6 @@ final class CronGuardRedisTest extends TestCase
         return 'guard-test:' . getmypid() . ':' . bin2hex(random_bytes(4));
     }
 
-    private static function raw(string ...$args): mixed
-    {
-        return self::$server->command(...$args);
-    }
-
-    /** @param array<string, mixed> $options */
-    private static function lockCode(string $key, float $ttl, array $options = []): string
-    {
-        return sprintf('new \CronLock\Redis(%s, %s, %s, %s)', var_export(self::$server->dsn(), true), var_export($key, true), var_export($ttl, true), var_export($options, true));
-    }
-
-    /** PHP for a child: $raw('CMD', ...) talks RESP to our server, for checks independent of cronlock. */
-    private static function rawClientCode(): string
-    {
-        return sprintf(<<<'PHP'
-            $raw = function (string ...$args) {
-                static $conn = null;
-                $conn ??= stream_socket_client('tcp://127.0.0.1:%d', $errno, $errstr, 5.0);
-                stream_set_timeout($conn, 5);
-                $out = '*' . count($args) . "\r\n";
-                foreach ($args as $a) { $out .= '$' . strlen($a) . "\r\n$a\r\n"; }
-                fwrite($conn, $out);
-                $line = fgets($conn);
-                if ($line[0] === '$') {
-                    $len = (int) substr($line, 1);
-                    return $len < 0 ? null : substr(fread($conn, $len + 2), 0, $len);
-                }
-                return rtrim(substr($line, 1));
-            };
-            PHP, self::$server->port()) . "\n";
-    }
-
-    private function logToFile(): string
-    {
-        $log = "{$this->controlDir}/error-" . bin2hex(random_bytes(3)) . '.log';
-        ini_set('error_log', $log);
-        return $log;
-    }
-
-    /** @return list<string> */
-    private static function logLines(string $log): array
-    {
-        return is_file($log) ? (file($log, FILE_IGNORE_NEW_LINES) ?: []) : [];
-    }
-
     /**
      * A child holding $key with a plain acquire(0) (TTL 30 s); prints "HELD"
      * and releases when the signal file appears or after $releaseAfter s.
@@ -111,7 +53,7 @@ final class CronGuardRedisTest extends TestCase
     private function startHolder(string $key, float $releaseAfter = -1.0): array
     {
         $signal = "{$this->controlDir}/release-" . bin2hex(random_bytes(3));
-        $p = Proc::start('$lock = ' . self::lockCode($key, 30.0) . ";\n" . <<<'PHP'
+        $p = Proc::start('$lock = ' . self::lockCode(self::$server->dsn(), $key, 30.0) . ";\n" . <<<'PHP'
             if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
             echo "HELD ", $lock->token(), "\n";
             [, $signal, $after] = $argv;
@@ -183,7 +125,7 @@ final class CronGuardRedisTest extends TestCase
         $key = self::key();
         [$holder, $signal] = $this->startHolder($key);
         $token = self::raw('GET', $key);
-        $log = $this->logToFile();
+        $log = $this->logToFile($this->controlDir);
         $ran = false;
 
         $result = cron_guard(function () use (&$ran) {
@@ -207,7 +149,7 @@ final class CronGuardRedisTest extends TestCase
     {
         $key = self::key();
         self::assertSame('OK', self::raw('SET', $key, 'not-a-cronlock-token', 'PX', '10000'));
-        $log = $this->logToFile();
+        $log = $this->logToFile($this->controlDir);
         self::assertNull(cron_guard(static fn () => 'ran', new Redis(self::$server->dsn(), $key, 10.0)));
         $lines = self::logLines($log);
         self::assertCount(1, $lines, implode("\n", $lines));
@@ -220,7 +162,7 @@ final class CronGuardRedisTest extends TestCase
     {
         $key = self::key();
         [$holder, $signal] = $this->startHolder($key);
-        $p = Proc::run('$lock = ' . self::lockCode($key, 10.0) . ";\n" . <<<'PHP'
+        $p = Proc::run('$lock = ' . self::lockCode(self::$server->dsn(), $key, 10.0) . ";\n" . <<<'PHP'
             cron_guard(function () { echo "JOB RAN\n"; }, $lock, ['on_busy' => 75]);
             echo "AFTER\n";
             PHP);
@@ -314,7 +256,7 @@ final class CronGuardRedisTest extends TestCase
     public function testTheKeyIsGoneBeforeShutdownFunctionsRun(string $body, int $status, string $needle, bool $autoRenew): void
     {
         $key = self::key();
-        $code = self::rawClientCode() . '$lock = ' . self::lockCode($key, 30.0, ['auto_renew' => $autoRenew]) . ";\n"
+        $code = self::rawClientCode() . '$lock = ' . self::lockCode(self::$server->dsn(), $key, 30.0, ['auto_renew' => $autoRenew]) . ";\n"
             . sprintf(<<<'PHP'
                 ini_set('display_errors', 'stderr');
                 $key = %s;

@@ -8,6 +8,7 @@ use CronLock\File;
 use CronLock\Guard;
 use CronLock\Lock;
 use CronLock\LockException;
+use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
 use PHPUnit\Framework\TestCase;
@@ -59,12 +60,12 @@ final class RecordingLock implements Lock
 /** cron_guard() and CronLock\Guard, with File locks in a temp cronlock.lock_dir. */
 final class CronGuardTest extends TestCase
 {
+    use ErrorLogHelpers;
     use FileTestHelpers;
 
     private string $lockDir;
     private string $controlDir;
     private string|false $savedLockDir = false;
-    private string|false $savedErrorLog = false;
 
     protected function setUp(): void
     {
@@ -72,40 +73,38 @@ final class CronGuardTest extends TestCase
         $this->lockDir = $this->makeTempDir('guard');
         $this->controlDir = $this->makeTempDir('guard-control');
         $this->savedLockDir = ini_get('cronlock.lock_dir');
-        $this->savedErrorLog = ini_get('error_log');
         ini_set('cronlock.lock_dir', $this->lockDir);
     }
 
     protected function tearDown(): void
     {
         ini_set('cronlock.lock_dir', (string) $this->savedLockDir);
-        ini_set('error_log', (string) $this->savedErrorLog);
+        $this->restoreErrorLog();
         $this->reapCommands();
         $this->removeTempDirs();
         parent::tearDown();
     }
 
-    private function isFree(string $path): bool
+    /**
+     * cron_guard() with $lock and $options must throw a $class before it
+     * calls the job; returns what it threw.
+     *
+     * @param class-string<\Throwable> $class
+     * @param array<mixed> $options
+     */
+    private static function guardRefusal(string $class, mixed $lock, array $options = []): \Throwable
     {
-        $probe = new File($path);
-        if (!$probe->acquire(0)) {
-            return false;
+        $ran = false;
+        try {
+            cron_guard(function () use (&$ran) {
+                $ran = true;
+            }, $lock, $options);
+        } catch (\Throwable $e) {
+            self::assertInstanceOf($class, $e, $e->getMessage());
+            self::assertFalse($ran, 'the job is not called');
+            return $e;
         }
-        $probe->release();
-        return true;
-    }
-
-    private function logToFile(): string
-    {
-        $log = "{$this->controlDir}/error-" . bin2hex(random_bytes(3)) . '.log';
-        ini_set('error_log', $log);
-        return $log;
-    }
-
-    /** @return list<string> */
-    private static function logLines(string $log): array
-    {
-        return is_file($log) ? (file($log, FILE_IGNORE_NEW_LINES) ?: []) : [];
+        self::fail("expected $class");
     }
 
     /** PHP for a child: cronlock.lock_dir = this test's directory. */
@@ -181,7 +180,7 @@ final class CronGuardTest extends TestCase
 
         // the other way round: a process holding that file makes the name busy
         $holder = $this->startHolder($name);
-        $log = $this->logToFile();
+        $log = $this->logToFile($this->controlDir);
         self::assertNull(cron_guard(static fn () => 'ran', $name));
         $this->stopHolder($holder);
         self::assertSame('ran', cron_guard(static fn () => 'ran', $name));
@@ -212,16 +211,8 @@ final class CronGuardTest extends TestCase
     /** @dataProvider badNames */
     public function testABadLockNameThrowsValueErrorNamingLock(string $name): void
     {
-        $ran = false;
-        try {
-            cron_guard(function () use (&$ran) {
-                $ran = true;
-            }, $name);
-            self::fail('expected ValueError');
-        } catch (\ValueError $e) {
-            self::assertStringContainsString('$lock', $e->getMessage());
-        }
-        self::assertFalse($ran, 'the job is not called');
+        $e = self::guardRefusal(\ValueError::class, $name);
+        self::assertStringContainsString('$lock', $e->getMessage());
         self::assertSame([], array_values(array_diff(scandir($this->lockDir), ['.', '..'])), 'no file created');
         self::assertFileDoesNotExist(dirname($this->lockDir) . '/escape.lock');
     }
@@ -247,19 +238,10 @@ final class CronGuardTest extends TestCase
     /** @dataProvider badOptions */
     public function testBadOptionsThrowNamingTheOption(array $options, string $class, array $needles): void
     {
-        $ran = false;
-        try {
-            cron_guard(function () use (&$ran) {
-                $ran = true;
-            }, 'opts', $options);
-            self::fail("expected $class");
-        } catch (\Throwable $e) {
-            self::assertInstanceOf($class, $e, $e->getMessage());
-            foreach ($needles as $needle) {
-                self::assertStringContainsString($needle, $e->getMessage());
-            }
+        $e = self::guardRefusal($class, 'opts', $options);
+        foreach ($needles as $needle) {
+            self::assertStringContainsString($needle, $e->getMessage());
         }
-        self::assertFalse($ran, 'the job is not called');
     }
 
     /** @return iterable<string, array{mixed}> */
@@ -276,16 +258,8 @@ final class CronGuardTest extends TestCase
     /** @dataProvider wrongLockTypes */
     public function testAWrongLockTypeThrowsTypeError(mixed $lock): void
     {
-        $ran = false;
-        try {
-            cron_guard(function () use (&$ran) {
-                $ran = true;
-            }, $lock);
-            self::fail('expected TypeError');
-        } catch (\TypeError $e) {
-            self::assertStringContainsString('$lock', $e->getMessage());
-        }
-        self::assertFalse($ran);
+        $e = self::guardRefusal(\TypeError::class, $lock);
+        self::assertStringContainsString('$lock', $e->getMessage());
     }
 
     // ------------------------------------------------------ userland locks
@@ -323,7 +297,7 @@ final class CronGuardTest extends TestCase
 
     public function testABusyUserlandLockSkipsTheJob(): void
     {
-        $log = $this->logToFile();
+        $log = $this->logToFile($this->controlDir);
         $lock = new RecordingLock(false);
         $result = cron_guard(function () use ($lock) {
             $lock->calls[] = 'job';
@@ -338,7 +312,6 @@ final class CronGuardTest extends TestCase
     public function testAnExceptionFromAUserlandAcquirePropagates(): void
     {
         $failing = new class () implements Lock {
-            public bool $jobRan = false;
             public function acquire(float $timeout = 0.0): bool
             {
                 throw new \RuntimeException('backend down');
@@ -356,15 +329,8 @@ final class CronGuardTest extends TestCase
                 return false;
             }
         };
-        try {
-            cron_guard(function () use ($failing) {
-                $failing->jobRan = true;
-            }, $failing);
-            self::fail('expected the exception of acquire()');
-        } catch (\RuntimeException $e) {
-            self::assertStringContainsString('backend down', $e->getMessage());
-        }
-        self::assertFalse($failing->jobRan);
+        $e = self::guardRefusal(\RuntimeException::class, $failing);
+        self::assertStringContainsString('backend down', $e->getMessage());
     }
 
     // ---------------------------------------------------------------- busy
@@ -372,7 +338,7 @@ final class CronGuardTest extends TestCase
     public function testBusyReturnsNullAndLogsOneLineWithPathAndHolderPid(): void
     {
         [$p] = $holder = $this->startHolder('job');
-        $log = $this->logToFile();
+        $log = $this->logToFile($this->controlDir);
         $ran = false;
         $result = cron_guard(function () use (&$ran) {
             $ran = true;
@@ -430,7 +396,7 @@ final class CronGuardTest extends TestCase
     public function testWaitGivesUpWhenTheHolderKeepsTheLock(): void
     {
         $holder = $this->startHolder('job');
-        $this->logToFile();
+        $this->logToFile($this->controlDir);
         $t0 = microtime(true);
         $result = cron_guard(static fn () => 'ran', 'job', ['wait' => 0.3]);
         $elapsed = microtime(true) - $t0;
@@ -706,16 +672,8 @@ final class CronGuardTest extends TestCase
         chmod($dir, 0777);
         clearstatcache();
         ini_set('cronlock.lock_dir', $dir);
-        $ran = false;
-        try {
-            cron_guard(function () use (&$ran) {
-                $ran = true;
-            }, 'job');
-            self::fail('expected LockException');
-        } catch (LockException $e) {
-            self::assertStringContainsString($dir, $e->getMessage());
-        }
-        self::assertFalse($ran);
+        $e = self::guardRefusal(LockException::class, 'job');
+        self::assertStringContainsString($dir, $e->getMessage());
         self::assertFileDoesNotExist("$dir/job.lock");
 
         chmod($dir, 01777);
@@ -728,11 +686,7 @@ final class CronGuardTest extends TestCase
     {
         $dir = "{$this->lockDir}/does/not/exist";
         ini_set('cronlock.lock_dir', $dir);
-        try {
-            cron_guard(static fn () => 'ran', 'job');
-            self::fail('expected LockException');
-        } catch (LockException $e) {
-            self::assertStringContainsString("$dir/job.lock", $e->getMessage());
-        }
+        $e = self::guardRefusal(LockException::class, 'job');
+        self::assertStringContainsString("$dir/job.lock", $e->getMessage());
     }
 }

@@ -30,14 +30,9 @@ final class FileLockContractTest extends LockContractTestCase
 
     protected function lockIsFreeForOthers(string $name): bool
     {
-        // A separate open file description: flock(2) conflicts with it even
-        // inside this process, exactly as with another process.
-        $probe = new File($this->pathFor($name));
-        if (!$probe->acquire(0)) {
-            return false;
-        }
-        $probe->release();
-        return true;
+        // isFree() probes with a separate open file description: flock(2)
+        // conflicts with it even inside this process, as with another process.
+        return $this->isFree($this->pathFor($name));
     }
 
     protected function createLockCode(string $name): string

@@ -41,16 +41,6 @@ final class FileLockTest extends TestCase
         parent::tearDown();
     }
 
-    private function isFree(string $path): bool
-    {
-        $probe = new File($path);
-        if (!$probe->acquire(0)) {
-            return false;
-        }
-        $probe->release();
-        return true;
-    }
-
     private function requireFlock(): void
     {
         if (!is_executable(self::FLOCK)) {

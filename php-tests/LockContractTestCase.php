@@ -6,6 +6,7 @@ namespace CronLock\Tests;
 
 use CronLock\Guard;
 use CronLock\Lock;
+use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
 use PHPUnit\Framework\TestCase;
@@ -21,6 +22,7 @@ use PHPUnit\Framework\TestCase;
  */
 abstract class LockContractTestCase extends TestCase
 {
+    use ErrorLogHelpers;
     use FileTestHelpers;
 
     /**
@@ -49,7 +51,6 @@ abstract class LockContractTestCase extends TestCase
     abstract protected function secondsUntilFreeAfterHolderDies(): float;
 
     private string $controlDir;
-    private string|false $savedErrorLog = false;
     /** @var array<int, string> spl_object_id(holder Proc) => its release signal file */
     private array $holderSignals = [];
 
@@ -57,12 +58,11 @@ abstract class LockContractTestCase extends TestCase
     {
         parent::setUp();
         $this->controlDir = $this->makeTempDir('contract');
-        $this->savedErrorLog = ini_get('error_log');
     }
 
     protected function tearDown(): void
     {
-        ini_set('error_log', (string) $this->savedErrorLog);
+        $this->restoreErrorLog();
         $this->reapCommands();
         $this->removeTempDirs();
         parent::tearDown();
@@ -124,13 +124,6 @@ abstract class LockContractTestCase extends TestCase
             . 'if ($l->acquire(0)) { echo "GOT\n"; $l->release(); } else { echo "BUSY\n"; }');
         self::assertSame(0, $p->exitCode(), $p->stdout() . $p->stderr());
         return str_contains($p->stdout(), 'GOT');
-    }
-
-    private function errorLogToTempFile(): string
-    {
-        $log = $this->controlDir . '/error-' . bin2hex(random_bytes(4)) . '.log';
-        ini_set('error_log', $log);
-        return $log;
     }
 
     // ------------------------------------------------------------------ basics
@@ -335,13 +328,7 @@ abstract class LockContractTestCase extends TestCase
             }
             echo "DONE\n";
             PHP;
-        $procs = [];
-        for ($i = 0; $i < 8; $i++) {
-            $procs[] = Proc::start($code, [$counter, $go]);
-        }
-        foreach ($procs as $p) {
-            $p->waitForLine('READY', 15.0, 'stdout');
-        }
+        $procs = Proc::startMany(8, $code, [$counter, $go], 'READY');
         $t0 = microtime(true);
         touch($go);
         foreach ($procs as $p) {
@@ -497,7 +484,7 @@ abstract class LockContractTestCase extends TestCase
     {
         $name = $this->uniqueName();
         $holder = $this->startHolder($name);
-        $log = $this->errorLogToTempFile();
+        $log = $this->logToFile($this->controlDir);
         $ran = false;
 
         $result = cron_guard(function () use (&$ran) {
@@ -507,7 +494,7 @@ abstract class LockContractTestCase extends TestCase
 
         self::assertNull($result, 'busy: cron_guard returns null');
         self::assertFalse($ran, 'busy: the job is not called');
-        $lines = file($log, FILE_IGNORE_NEW_LINES) ?: [];
+        $lines = self::logLines($log);
         self::assertCount(1, $lines, 'one error_log() line when busy: ' . implode("\n", $lines));
         self::assertFalse($this->lockIsFreeForOthers($name), 'the holder keeps its lock');
         $this->releaseHolder($holder);

@@ -6,7 +6,7 @@ namespace CronLock\Tests;
 
 use CronLock\Lock;
 use CronLock\Redis;
-use CronLock\Tests\Support\RedisServer;
+use CronLock\Tests\Support\RedisTestHelpers;
 
 /**
  * The CronLock\Lock contract for CronLock\Redis: one private redis-server for
@@ -20,24 +20,12 @@ use CronLock\Tests\Support\RedisServer;
  */
 final class RedisLockContractTest extends LockContractTestCase
 {
+    use RedisTestHelpers;
+
     private const TTL = 1.0;
 
-    private static ?RedisServer $server = null;
     /** @var array<string, Redis> one reused probe per key (one connection, not one per poll) */
     private array $probes = [];
-
-    public static function setUpBeforeClass(): void
-    {
-        parent::setUpBeforeClass();
-        self::$server = RedisServer::start();
-    }
-
-    public static function tearDownAfterClass(): void
-    {
-        self::$server?->stop();
-        self::$server = null;
-        parent::tearDownAfterClass();
-    }
 
     protected function tearDown(): void
     {
@@ -72,12 +60,7 @@ final class RedisLockContractTest extends LockContractTestCase
 
     protected function createLockCode(string $name): string
     {
-        return sprintf(
-            'new \CronLock\Redis(%s, %s, %s, [\'auto_renew\' => true])',
-            var_export(self::dsn(), true),
-            var_export($name, true),
-            var_export(self::TTL, true),
-        );
+        return self::lockCode(self::dsn(), $name, self::TTL, ['auto_renew' => true]);
     }
 
     protected function secondsUntilFreeAfterHolderDies(): float
@@ -94,8 +77,8 @@ final class RedisLockContractTest extends LockContractTestCase
         self::assertInstanceOf(Redis::class, $lock);
         self::assertSame($name, $lock->key());
         self::assertTrue($lock->acquire(0));
-        self::assertSame($lock->token(), self::$server->command('GET', $name));
+        self::assertSame($lock->token(), self::raw('GET', $name));
         self::assertTrue($lock->release());
-        self::assertSame(0, self::$server->command('EXISTS', $name));
+        self::assertSame(0, self::raw('EXISTS', $name));
     }
 }

@@ -10,6 +10,7 @@ use CronLock\Redis;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
+use CronLock\Tests\Support\RedisTestHelpers;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -30,26 +31,17 @@ use PHPUnit\Framework\TestCase;
 final class RedisLockTest extends TestCase
 {
     use FileTestHelpers;
-
-    /** Plain TCP server that also listens on a unix socket; shared by the class. */
-    private static ?RedisServer $server = null;
+    use RedisTestHelpers;
 
     private string $controlDir;
     /** @var list<RedisServer> servers made by one test, stopped in tearDown */
     private array $ownServers = [];
     private string|false $savedIgnoreArgs = false;
 
-    public static function setUpBeforeClass(): void
+    /** self::$server: plain TCP that also listens on a unix socket. */
+    protected static function classServerOptions(): array
     {
-        parent::setUpBeforeClass();
-        self::$server = RedisServer::start(['unix' => true]);
-    }
-
-    public static function tearDownAfterClass(): void
-    {
-        self::$server?->stop();
-        self::$server = null;
-        parent::tearDownAfterClass();
+        return ['unix' => true];
     }
 
     protected function setUp(): void
@@ -86,11 +78,6 @@ final class RedisLockTest extends TestCase
         return self::$server->tcpDsn($db);
     }
 
-    private static function raw(string ...$args): mixed
-    {
-        return self::$server->command(...$args);
-    }
-
     /** @param array<string, mixed> $opts RedisServer::start() options */
     private function ownServer(array $opts = []): RedisServer
     {
@@ -106,12 +93,6 @@ final class RedisLockTest extends TestCase
         $port = $server->port();
         $server->stop();
         return $port;
-    }
-
-    /** @param array<string, mixed> $options */
-    private static function lockCode(string $dsn, string $key, float $ttl, array $options = []): string
-    {
-        return sprintf('new \CronLock\Redis(%s, %s, %s, %s)', var_export($dsn, true), var_export($key, true), var_export($ttl, true), var_export($options, true));
     }
 
     /**
@@ -196,6 +177,29 @@ final class RedisLockTest extends TestCase
         }
     }
 
+    /** A lock with $server's DSN works: acquire(0) stores its token at $key, release() frees it. */
+    private static function assertLockWorksOn(RedisServer $server, string $key): void
+    {
+        $lock = new Redis($server->dsn(), $key, 10.0);
+        self::assertTrue($lock->acquire(0));
+        self::assertSame($lock->token(), $server->command('GET', $key));
+        self::assertTrue($lock->release());
+    }
+
+    /**
+     * acquire(0) with a $dsn whose credentials the server refuses: a quick
+     * ConnectionException that shows none of $secrets, and nothing held.
+     */
+    private static function assertCredentialsRefused(string $dsn, string $key, string $what, string ...$secrets): void
+    {
+        $bad = new Redis($dsn, $key, 10.0);
+        [$e, $took] = self::connectionFailure(fn () => $bad->acquire(0), $what);
+        self::note(sprintf('%s: %s (%.3f s)', $what, $e->getMessage(), $took));
+        self::assertLessThan(3.0, $took, "$what: refused quickly");
+        self::assertNoSecret($e, ...$secrets);
+        self::assertFalse($bad->isHeld());
+    }
+
     private static function pttl(string $key, ?RedisServer $server = null): int
     {
         return ($server ?? self::$server)->command('PTTL', $key);
@@ -263,19 +267,11 @@ final class RedisLockTest extends TestCase
         $server = $this->ownServer(['requirepass' => 'Master@Pw/7x']);
         self::assertStringStartsWith('redis://:Master%40Pw%2F7x@127.0.0.1:', $server->dsn());
         $key = self::key();
-        $lock = new Redis($server->dsn(), $key, 10.0);
-        self::assertTrue($lock->acquire(0));
-        self::assertSame($lock->token(), $server->command('GET', $key));
-        self::assertTrue($lock->release());
+        self::assertLockWorksOn($server, $key);
 
         $port = $server->port();
         foreach (["redis://:Wrong-Pw-1x@127.0.0.1:$port", "redis://127.0.0.1:$port"] as $i => $dsn) {
-            $bad = new Redis($dsn, $key, 10.0);
-            [$e, $took] = self::connectionFailure(fn () => $bad->acquire(0), "bad credentials #$i");
-            self::note(sprintf('requirepass, credentials #%d: %s (%.3f s)', $i, $e->getMessage(), $took));
-            self::assertLessThan(3.0, $took, 'refused quickly');
-            self::assertNoSecret($e, 'Wrong-Pw-1x', 'Master@Pw/7x', 'Master%40Pw%2F7x');
-            self::assertFalse($bad->isHeld());
+            self::assertCredentialsRefused($dsn, $key, "requirepass, credentials #$i", 'Wrong-Pw-1x', 'Master@Pw/7x', 'Master%40Pw%2F7x');
         }
         self::assertSame(0, $server->command('EXISTS', $key));
     }
@@ -285,10 +281,7 @@ final class RedisLockTest extends TestCase
         $server = $this->ownServer(['acl_user' => ['name' => 'cron', 'password' => 'Cron-Pw-9z']]);
         self::assertStringStartsWith('redis://cron:Cron-Pw-9z@127.0.0.1:', $server->dsn());
         $key = self::key();
-        $lock = new Redis($server->dsn(), $key, 10.0);
-        self::assertTrue($lock->acquire(0));
-        self::assertSame($lock->token(), $server->command('GET', $key));
-        self::assertTrue($lock->release());
+        self::assertLockWorksOn($server, $key);
 
         $port = $server->port();
         $wrong = [
@@ -296,11 +289,7 @@ final class RedisLockTest extends TestCase
             'unknown user' => "redis://nobody:Cron-Pw-9z@127.0.0.1:$port",
         ];
         foreach ($wrong as $what => $dsn) {
-            $bad = new Redis($dsn, $key, 10.0);
-            [$e, $took] = self::connectionFailure(fn () => $bad->acquire(0), $what);
-            self::note(sprintf('ACL %s: %s (%.3f s)', $what, $e->getMessage(), $took));
-            self::assertLessThan(3.0, $took, "$what: refused quickly");
-            self::assertNoSecret($e, 'Wrong-Pw-1x', 'Cron-Pw-9z');
+            self::assertCredentialsRefused($dsn, $key, "ACL $what", 'Wrong-Pw-1x', 'Cron-Pw-9z');
         }
     }
 
@@ -1110,41 +1099,23 @@ final class RedisLockTest extends TestCase
         $key = self::key();
         $counter = "$key:counter";
         $go = $this->controlDir . '/go';
-        $code = '$lock = ' . self::lockCode(self::dsn(), $key, 5.0) . ";\n" . <<<'PHP'
-            [, $port, $counter, $go] = $argv;
-            $conn = stream_socket_client("tcp://127.0.0.1:$port", $errno, $errstr, 5.0);
-            stream_set_timeout($conn, 5);
-            $cmd = function (string ...$args) use ($conn) {
-                $out = '*' . count($args) . "\r\n";
-                foreach ($args as $a) { $out .= '$' . strlen($a) . "\r\n$a\r\n"; }
-                fwrite($conn, $out);
-                $line = fgets($conn);
-                if ($line[0] === '$') {
-                    $len = (int) substr($line, 1);
-                    return $len < 0 ? null : substr(fread($conn, $len + 2), 0, $len);
-                }
-                return rtrim(substr($line, 1));
-            };
+        $code = self::rawClientCode() . '$lock = ' . self::lockCode(self::dsn(), $key, 5.0) . ";\n" . <<<'PHP'
+            [, $counter, $go] = $argv;
+            $raw('PING'); // connect before the race, not inside the first locked section
             echo "READY\n";
             while (!file_exists($go)) { usleep(500); }
             $fences = [];
             for ($i = 0; $i < 50; $i++) {
                 if (!$lock->acquire(10.0)) { echo "ACQUIRE FAILED\n"; exit(3); }
                 $fences[] = $lock->fencingToken();
-                $n = (int) $cmd('GET', $counter);
+                $n = (int) $raw('GET', $counter);
                 usleep(100); // widen the window a missing lock would lose updates in
-                $cmd('SET', $counter, (string) ($n + 1));
+                $raw('SET', $counter, (string) ($n + 1));
                 if (!$lock->release()) { echo "RELEASE FAILED\n"; exit(4); }
             }
             echo "FENCES ", implode(',', $fences), "\n";
             PHP;
-        $procs = [];
-        for ($i = 0; $i < 8; $i++) {
-            $procs[] = Proc::start($code, [(string) self::$server->port(), $counter, $go]);
-        }
-        foreach ($procs as $p) {
-            $p->waitForLine('READY', 15.0, 'stdout');
-        }
+        $procs = Proc::startMany(8, $code, [$counter, $go], 'READY');
         $t0 = microtime(true);
         touch($go);
         $all = [];

@@ -4,11 +4,14 @@ declare(strict_types=1);
 
 namespace CronLock\Tests\Support;
 
+use CronLock\File;
+
 /**
  * Helpers for the File / cron_guard tests that Support\Proc does not cover:
  * per-test temp directories (removed in tearDown), non-PHP child processes
  * (util-linux flock(1), sleep, `php -r`, `php --ri`), polling for readiness,
- * and the php command line that loads the extension.
+ * the php command line that loads the extension, and whether a lock file is
+ * free.
  *
  * Every process started here is reaped (proc_close) by finishCommand(),
  * killCommand() or, at the latest, reapCommands() from tearDown.
@@ -246,6 +249,22 @@ trait FileTestHelpers
         // "pid (comm) S ...": the state follows the last ')'
         $state = substr($stat, strrpos($stat, ')') + 2, 1);
         return $state !== 'Z' && $state !== 'X';
+    }
+
+    /**
+     * Whether a CronLock\File on $path could be taken right now (a probe
+     * that gets it releases it again). The probe is a separate open file
+     * description: flock(2) conflicts with it even inside this process,
+     * exactly as with another process.
+     */
+    protected function isFree(string $path): bool
+    {
+        $probe = new File($path);
+        if (!$probe->acquire(0)) {
+            return false;
+        }
+        $probe->release();
+        return true;
     }
 
     /** Kill a process that is not our child (e.g. an orphaned grandchild) and wait until it is gone. */

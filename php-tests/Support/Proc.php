@@ -113,6 +113,26 @@ final class Proc
         return $p;
     }
 
+    /**
+     * Start $count children of the same $code and $args, and wait until every
+     * one has printed a line containing $ready on stdout (e.g. before a file
+     * they wait for lets them race).
+     *
+     * @param list<string> $args
+     * @return list<self>
+     */
+    public static function startMany(int $count, string $code, array $args, string $ready, float $timeout = 15.0): array
+    {
+        $procs = [];
+        for ($i = 0; $i < $count; $i++) {
+            $procs[] = self::start($code, $args);
+        }
+        foreach ($procs as $p) {
+            $p->waitForLine($ready, $timeout, 'stdout');
+        }
+        return $procs;
+    }
+
     private function __construct()
     {
     }
@@ -171,7 +191,12 @@ final class Proc
                 default => throw new \InvalidArgumentException("stream must be stdout, stderr or any, not $stream"),
             };
             foreach ($haystacks as $h) {
-                foreach (explode("\n", $h) as $line) {
+                $lines = explode("\n", $h);
+                if ($this->exitCode === null) {
+                    // Only whole lines: a child's echo can arrive in pieces.
+                    array_pop($lines);
+                }
+                foreach ($lines as $line) {
                     if (str_contains($line, $text)) {
                         return $line;
                     }

@@ -591,8 +591,9 @@ impl RedisLock {
 
     /// Deletes the key if it is still ours. `Ok(true)`: we held it and
     /// released it; `Ok(false)`: we did not hold it (never acquired, already
-    /// released, lost to someone else, whose key is left alone, or in a
-    /// forked child). Either way the lock is not held afterwards.
+    /// released, lost to someone else, whose key is left alone, past its
+    /// TTL without renewal, which sends nothing, or in a forked child).
+    /// Either way the lock is not held afterwards.
     ///
     /// # Errors
     ///
@@ -606,7 +607,9 @@ impl RedisLock {
         // Stop the renewer now; joining waits until after the delete so
         // waiters are not kept waiting for an in-flight renewal.
         hold.state.signal_stop();
-        let released = if hold.state.lost.load(Ordering::Acquire) {
+        // Lost, or its TTL ran out unrenewed: not ours to delete any more,
+        // and no need to reach a server that may be gone.
+        let released = if !hold.state.is_valid() {
             Ok(false)
         } else {
             self.delete_if_ours(&hold.token)
@@ -1650,9 +1653,17 @@ mod tests {
         let dsn = server.raw_dsn();
         let mut released = new_lock(&dsn, "a", Duration::from_secs(10));
         let mut renewed = new_lock(&dsn, "b", Duration::from_secs(10));
+        let mut expired = new_lock(&dsn, "c", Duration::from_millis(100));
         assert_eq!(released.acquire(Wait::Once), Ok(true));
         assert_eq!(renewed.acquire(Wait::Once), Ok(true));
+        assert_eq!(expired.acquire(Wait::Once), Ok(true));
         server.kill();
+        thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            expired.release(),
+            Ok(false),
+            "past its TTL the key is not ours: nothing to send to a dead server"
+        );
 
         let started = Instant::now();
         connection_error(released.release());
