@@ -5,7 +5,7 @@
 
 use ext_php_rs::ffi::{zend_internal_arg_info, zend_type, _ZEND_TYPE_NAME_BIT};
 use ext_php_rs::types::ZendStr;
-use ext_php_rs::zend::Function;
+use ext_php_rs::zend::{ExecutorGlobals, Function};
 use std::ffi::CStr;
 use std::sync::Once;
 
@@ -14,9 +14,14 @@ const MAY_BE_STRING: u32 = 1 << 6;
 const MAY_BE_ARRAY: u32 = 1 << 7;
 
 /// Runs at the first request: the classes are only registered at the end
-/// of MINIT, after our own startup code.
+/// of MINIT, after our own startup code. php-fpm's
+/// `php_admin_value[extension]` also calls RINIT right after loading us,
+/// before the engine has function tables: then it waits for a real request.
 pub fn fix_signatures() {
     static FIXED: Once = Once::new();
+    if FIXED.is_completed() || ExecutorGlobals::get().function_table().is_none() {
+        return;
+    }
     FIXED.call_once(|| {
         let lock_or_name = class_type("CronLock\\Lock", MAY_BE_STRING | MAY_BE_NULL);
         let array = zend_type {
