@@ -140,7 +140,10 @@ impl FileLock {
         &self.path
     }
 
-    /// Takes the lock. `Ok(false)`: another holder kept it for the whole wait.
+    /// Takes the lock. `Ok(false)`: another holder kept it for the whole wait,
+    /// or the wait was cut short by [`super::interrupted`] (a PHP signal
+    /// handler or timeout waiting to run), as PHP's own `flock()` returns on
+    /// `EINTR`.
     ///
     /// # Errors
     ///
@@ -173,8 +176,13 @@ impl FileLock {
                 self.reopen()?;
                 continue;
             }
+            if super::interrupted() {
+                return Ok(false);
+            }
             match wait.remaining() {
                 Some(left) if left.is_zero() => return Ok(false),
+                // A blocking flock woken by a signal nobody asked to see.
+                None if block => {}
                 left => {
                     std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
                     pause = (pause * 2).min(MAX_POLL);

@@ -6,7 +6,22 @@ pub mod redis;
 mod sys;
 
 use crate::error::{Error, Result};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+static INTERRUPT_CHECK: OnceLock<fn() -> bool> = OnceLock::new();
+
+/// Lets the embedding runtime cut waits short: the PHP layer passes a check
+/// of the engine's interrupt flag, so a `pcntl` signal handler or
+/// `max_execution_time` runs while `acquire()` waits, instead of after.
+pub fn set_interrupt_check(check: fn() -> bool) {
+    let _ = INTERRUPT_CHECK.set(check);
+}
+
+/// Whether a wait should give up now (always false without a check).
+pub fn interrupted() -> bool {
+    INTERRUPT_CHECK.get().is_some_and(|check| check())
+}
 
 /// How long `acquire` may wait, from the PHP `$timeout` argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

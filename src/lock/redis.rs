@@ -469,6 +469,9 @@ impl RedisLock {
                 Attempt::Acquired => return Ok(true),
                 Attempt::Busy(expires_in) => expires_in,
             };
+            if super::interrupted() {
+                return Ok(false);
+            }
             let mut nap = match wait.remaining() {
                 Some(Duration::ZERO) => return Ok(false),
                 Some(remaining) => remaining.min(POLL_INTERVAL),

@@ -120,7 +120,9 @@ pub fn path_id(path: &CString) -> io::Result<FileId> {
     Ok(file_id(&unsafe { st.assume_init() }))
 }
 
-/// flock(2) with LOCK_NB when `block` is false. `Ok(false)`: held elsewhere.
+/// flock(2) with LOCK_NB when `block` is false. `Ok(false)`: held
+/// elsewhere, or a blocking wait was interrupted by a signal (the caller
+/// decides whether to wait on).
 pub fn flock(file: &File, shared: bool, block: bool) -> io::Result<bool> {
     let mut op = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     if !block {
@@ -134,7 +136,8 @@ pub fn flock(file: &File, shared: bool, block: bool) -> io::Result<bool> {
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EWOULDBLOCK) => return Ok(false),
-            Some(libc::EINTR) => continue,
+            Some(libc::EINTR) if block => return Ok(false),
+            Some(libc::EINTR) => {}
             _ => return Err(err),
         }
     }
@@ -319,7 +322,7 @@ extern "C" fn in_fork_child() {
     PID.store(0, Ordering::Relaxed);
     // try_lock: forks come from the PHP thread, which never forks while it
     // holds this mutex; if it somehow is held, leave the fds alone.
-    let Ok(fds) = LOCK_FDS.try_lock() else {
+    let Ok(mut fds) = LOCK_FDS.try_lock() else {
         return;
     };
     // SAFETY: open(2) of a constant path; the result is checked.
@@ -334,6 +337,10 @@ extern "C" fn in_fork_child() {
     }
     // SAFETY: `null` was opened above and is not used after this.
     unsafe { libc::close(null) };
+    // The detached numbers are no lock files of this process: its objects
+    // close them without untracking, and a file opened later on the same
+    // number must not be detached in this child's own children.
+    fds.clear();
 }
 
 #[cfg(target_os = "linux")]

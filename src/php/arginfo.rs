@@ -3,9 +3,12 @@
 //! type. They are set in place once, so Reflection, IDEs and the stub test
 //! see the contract's exact signatures. Argument parsing is unaffected.
 
-use ext_php_rs::ffi::{zend_internal_arg_info, zend_type, _ZEND_TYPE_NAME_BIT};
+use ext_php_rs::ffi::{
+    zend_fetch_function_str, zend_function, zend_hash_str_find_ptr_lc, zend_internal_arg_info,
+    zend_type, _ZEND_TYPE_NAME_BIT,
+};
 use ext_php_rs::types::ZendStr;
-use ext_php_rs::zend::{ExecutorGlobals, Function};
+use ext_php_rs::zend::{ClassEntry, ExecutorGlobals};
 use std::ffi::CStr;
 use std::sync::Once;
 
@@ -28,28 +31,42 @@ pub fn fix_signatures() {
             ptr: std::ptr::null_mut(),
             type_mask: MAY_BE_ARRAY,
         };
-        let cron_guard = Function::try_from_function("cron_guard");
-        set_arg(cron_guard.as_ref(), 1, lock_or_name, c"null");
-        set_arg(cron_guard.as_ref(), 2, array, c"[]");
+        let cron_guard = function("cron_guard");
+        set_arg(cron_guard, 1, lock_or_name, c"null");
+        set_arg(cron_guard, 2, array, c"[]");
+        set_arg(method("CronLock\\File", "__construct"), 1, array, c"[]");
+        set_arg(method("CronLock\\Redis", "__construct"), 3, array, c"[]");
         set_arg(
-            Function::try_from_method("CronLock\\File", "__construct").as_ref(),
-            1,
-            array,
-            c"[]",
-        );
-        set_arg(
-            Function::try_from_method("CronLock\\Redis", "__construct").as_ref(),
-            3,
-            array,
-            c"[]",
-        );
-        set_arg(
-            Function::try_from_method("CronLock\\Guard", "lock").as_ref(),
+            method("CronLock\\Guard", "lock"),
             -1,
             class_type("CronLock\\Lock", 0),
             c"",
         );
     });
+}
+
+/// A pointer, not a copy: an internal function is allocated as a
+/// `zend_internal_function`, smaller than the `zend_function` union
+/// (ext-php-rs' `Function::try_from_*` copy the whole union and over-read).
+fn function(name: &str) -> *mut zend_function {
+    // SAFETY: a (pointer, length) pair of a live &str; the engine only reads it.
+    unsafe { zend_fetch_function_str(name.as_ptr().cast(), name.len()) }
+}
+
+fn method(class: &str, name: &str) -> *mut zend_function {
+    let Some(class) = ClassEntry::try_find(class) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: the class entry lives for the whole process; the name is a
+    // (pointer, length) pair the engine lowercases into its own buffer.
+    unsafe {
+        zend_hash_str_find_ptr_lc(
+            &raw const class.function_table,
+            name.as_ptr().cast(),
+            name.len(),
+        )
+        .cast()
+    }
 }
 
 fn class_type(name: &str, extra: u32) -> zend_type {
@@ -61,10 +78,13 @@ fn class_type(name: &str, extra: u32) -> zend_type {
 
 /// `index` -1 is the return type, which internal functions keep in the slot
 /// before the first argument.
-fn set_arg(function: Option<&Function>, index: isize, type_: zend_type, default: &'static CStr) {
-    let Some(function) = function else { return };
-    // SAFETY: every function of this extension is an internal function.
-    let internal = unsafe { &function.internal_function };
+fn set_arg(function: *mut zend_function, index: isize, type_: zend_type, default: &'static CStr) {
+    if function.is_null() {
+        return;
+    }
+    // SAFETY: every function of this extension is an internal function; only
+    // its `zend_internal_function` part is touched.
+    let internal = unsafe { &(*function).internal_function };
     if internal.arg_info.is_null() || index >= internal.num_args as isize {
         return;
     }

@@ -29,6 +29,7 @@ pub fn note_lock_object() {
 /// MINIT: runs before the macro registers the interface and classes.
 pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
     ini::register(module_number);
+    crate::lock::set_interrupt_check(engine::vm_interrupted);
     match exceptions::register() {
         Ok(()) => 0,
         Err(_) => -1,

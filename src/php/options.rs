@@ -2,7 +2,7 @@
 //! a message naming the key, never silently ignored.
 
 use crate::error::{Error, Result};
-use ext_php_rs::types::{ArrayKey, ZendHashTable, Zval};
+use ext_php_rs::types::{ZendHashTable, Zval};
 use std::collections::HashMap;
 
 pub struct Options<'a> {
@@ -20,18 +20,28 @@ impl<'a> Options<'a> {
         known: &[&str],
     ) -> Result<Self> {
         let mut values = HashMap::new();
-        for (key, value) in table.into_iter().flat_map(ZendHashTable::iter) {
-            let key = match key {
-                ArrayKey::Long(i) => i.to_string(),
-                other => other.to_string(),
-            };
-            if !known.contains(&key.as_str()) {
-                return Err(Error::value(
-                    arg,
-                    format!("has an unknown key '{key}' (known: {})", known.join(", ")),
-                ));
+        if let Some(table) = table {
+            // next_zval, not the key-converting iterator, which panics on a
+            // key that is not UTF-8.
+            let mut entries = table.iter();
+            while let Some((key, value)) = entries.next_zval() {
+                let key = match key.zend_str() {
+                    Some(name) => String::from_utf8_lossy(name.as_bytes()).into_owned(),
+                    None => key.long().unwrap_or_default().to_string(),
+                };
+                if !known.contains(&key.as_str()) {
+                    // Escaped: a NUL byte cannot go into an exception message.
+                    return Err(Error::value(
+                        arg,
+                        format!(
+                            "has an unknown key '{}' (known: {})",
+                            key.escape_debug(),
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                values.insert(key, value);
             }
-            values.insert(key, value);
         }
         Ok(Options { arg, values })
     }
