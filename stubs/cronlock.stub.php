@@ -32,7 +32,10 @@ namespace CronLock {
          *
          * @param float $timeout 0: try once; > 0: wait up to that many seconds;
          *                       < 0 (or INF): wait until acquired.
-         * @return bool true: we hold it now; false: someone else holds it.
+         * @return bool true: we hold it now; false: someone else holds it (for the
+         *              whole wait, or until a pcntl signal handler with
+         *              pcntl_async_signals(true) or max_execution_time cut the wait short,
+         *              as PHP's own flock() returns on EINTR).
          * @throws LockException when the lock cannot be used at all.
          * @throws \ValueError when $timeout is NaN.
          */
