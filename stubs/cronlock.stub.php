@@ -158,7 +158,8 @@ namespace CronLock {
          * @param float $ttl seconds the key lives without renewal, > 0.
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
          *        'auto_renew': a background thread renews every ttl/3 while held (default false);
-         *        'connect_timeout', 'read_timeout': seconds (default 1.0).
+         *        'connect_timeout', 'read_timeout': seconds, > 0 and ≤ 86400 (default 1.0);
+         *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT).
          * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
          * @throws \TypeError for an option of the wrong type.
          */

@@ -401,6 +401,9 @@ impl RedisLock {
             .into_connection_info()
             .map_err(|err| bad_dsn(err, &secrets))?;
         let settings = info.redis_settings().clone();
+        if settings.db() < 0 {
+            return Err(Error::value("$dsn", "must not name a negative database"));
+        }
         secrets.add(settings.password());
         let bare = info.set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
         let server = Server {
@@ -760,14 +763,17 @@ struct Server {
 }
 
 fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
-    let deadline = Instant::now() + options.connect_timeout;
+    // No representable deadline means no deadline beyond the socket's own.
+    let deadline = Instant::now().checked_add(options.connect_timeout);
     let mut conn = server
         .client
         .get_connection_with_timeout(options.connect_timeout)?;
     let mut handshake = |command: &redis::Cmd| -> RedisResult<()> {
         // A zero timeout is refused by the socket API.
         let left = deadline
-            .saturating_duration_since(Instant::now())
+            .map_or(options.connect_timeout, |d| {
+                d.saturating_duration_since(Instant::now())
+            })
             .max(Duration::from_millis(1));
         conn.set_read_timeout(Some(left))?;
         conn.set_write_timeout(Some(left))?;
@@ -1268,6 +1274,7 @@ mod tests {
             "unix:///tmp/cronlock\0.sock",
             "redis://:Sup3r-S3cret@127.0.0.1\t/0",
             " redis://:Sup3r-S3cret@127.0.0.1",
+            "redis://:Sup3r-S3cret@127.0.0.1/-1",
         ] {
             let (arg, reason) = bad_argument(RedisLock::new(bad_dsn, "k", ttl, options));
             assert_eq!(arg, "$dsn", "{bad_dsn}");

@@ -9,6 +9,10 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
 use std::time::Duration;
 
+/// Longest connect or read timeout: a day already means "never" for a cron
+/// job, and larger values overflow the clock arithmetic.
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 #[php_class]
 #[php(name = "CronLock\\Redis")]
 #[php(flags = ClassFlags::Final)]
@@ -37,11 +41,11 @@ impl Redis {
                 None => Ok(default),
                 Some(seconds) => Duration::try_from_secs_f64(seconds)
                     .ok()
-                    .filter(|d| !d.is_zero())
+                    .filter(|d| !d.is_zero() && *d <= MAX_TIMEOUT)
                     .ok_or_else(|| {
                         crate::error::Error::value(
                             options.arg_name(name),
-                            "must be a number of seconds greater than 0",
+                            "must be a number of seconds greater than 0 and at most 86400",
                         )
                         .into()
                     }),
