@@ -653,7 +653,6 @@ impl RedisLock {
         self.hold.as_ref().filter(|_| self.is_held())
     }
 
-    /// The Redis key.
     /// Who held the lock when the last `acquire` found it busy: the pid and
     /// host from a cronlock token, `None` for another client's value.
     pub fn last_holder(&self) -> Option<(u32, &str)> {
@@ -662,13 +661,9 @@ impl RedisLock {
         Some((pid.parse().ok()?, host))
     }
 
+    /// The Redis key.
     pub fn key(&self) -> &str {
         &self.key
-    }
-
-    /// The TTL set by `acquire` and by `renew(None)`.
-    pub fn ttl(&self) -> Duration {
-        self.ttl
     }
 
     /// Drops a hold that is no longer valid, stopping its renewer.
@@ -1288,7 +1283,7 @@ mod tests {
         assert_eq!(lock.renew(None), Ok(false));
         assert!(!lock.is_held());
         assert_eq!((lock.token(), lock.fencing_token()), (None, None));
-        assert_eq!((lock.key(), lock.ttl()), ("k", ttl));
+        assert_eq!((lock.key(), lock.ttl), ("k", ttl));
         drop(lock);
         assert!(started.elapsed() < Duration::from_millis(100));
         assert!(tls_supported());
