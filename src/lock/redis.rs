@@ -231,6 +231,22 @@ fn check_ttl(ttl: Duration) -> Result<Duration> {
     Ok(ttl)
 }
 
+/// The longest connect or read timeout: a day already means "never" for a
+/// cron job, and it keeps deadline arithmetic far from overflow.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// Refuses a zero timeout (the socket API does too) or one above
+/// [`MAX_TIMEOUT`].
+pub fn check_timeout(arg: &str, timeout: Duration) -> Result<Duration> {
+    if timeout.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(Error::value(
+            arg,
+            "must be a number of seconds greater than 0 and at most 86400",
+        ));
+    }
+    Ok(timeout)
+}
+
 /// Redis takes whole milliseconds; rounding up keeps a sub-millisecond TTL
 /// from becoming 0, which `SET PX` refuses.
 fn ttl_ms(ttl: Duration) -> u64 {
@@ -362,18 +378,8 @@ impl RedisLock {
             return Err(Error::value("$key", "must not contain NUL bytes"));
         }
         let ttl = check_ttl(ttl)?;
-        if options.connect_timeout.is_zero() {
-            return Err(Error::value(
-                "$options['connect_timeout']",
-                "must be greater than 0",
-            ));
-        }
-        if options.read_timeout.is_zero() {
-            return Err(Error::value(
-                "$options['read_timeout']",
-                "must be greater than 0",
-            ));
-        }
+        check_timeout("$options['connect_timeout']", options.connect_timeout)?;
+        check_timeout("$options['read_timeout']", options.read_timeout)?;
         // The URL parser would quietly trim or escape these.
         if dsn.bytes().any(|b| b < 0x20 || b == 0x7f) {
             return Err(Error::value(
@@ -759,16 +765,14 @@ struct Server {
 
 fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
     // No representable deadline means no deadline beyond the socket's own.
-    let deadline = Instant::now().checked_add(options.connect_timeout);
+    let deadline = Instant::now() + options.connect_timeout;
     let mut conn = server
         .client
         .get_connection_with_timeout(options.connect_timeout)?;
     let mut handshake = |command: &redis::Cmd| -> RedisResult<()> {
         // A zero timeout is refused by the socket API.
         let left = deadline
-            .map_or(options.connect_timeout, |d| {
-                d.saturating_duration_since(Instant::now())
-            })
+            .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
         conn.set_read_timeout(Some(left))?;
         conn.set_write_timeout(Some(left))?;
@@ -1253,6 +1257,25 @@ mod tests {
         };
         let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, no_read));
         assert_eq!(arg, "$options['read_timeout']");
+        let endless = RedisOptions {
+            connect_timeout: MAX_TIMEOUT + Duration::from_secs(1),
+            ..options
+        };
+        let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, endless));
+        assert_eq!(
+            arg, "$options['connect_timeout']",
+            "no deadline may overflow"
+        );
+        assert!(RedisLock::new(
+            dsn,
+            "k",
+            ttl,
+            RedisOptions {
+                read_timeout: MAX_TIMEOUT,
+                ..options
+            }
+        )
+        .is_ok());
 
         for bad_dsn in [
             "",

@@ -2,7 +2,6 @@
 
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
-use crate::error::Error;
 use crate::lock::file::{FileLock, FileOptions};
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
@@ -23,15 +22,10 @@ impl File {
     pub fn __construct(path: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         let options = Options::new("$options", options, &["mode", "shared", "allow_network_fs"])?;
         let defaults = FileOptions::default();
-        let mode = match options.int("mode")? {
-            None => defaults.mode,
-            Some(mode) => u32::try_from(mode)
-                .ok()
-                .filter(|&m| m <= 0o7777)
-                .ok_or_else(|| {
-                    Error::value(options.arg_name("mode"), "must be between 0 and 0o7777")
-                })?,
-        };
+        // Out of range (negative too) is refused, once, by FileLock::open.
+        let mode = options.int("mode")?.map_or(defaults.mode, |mode| {
+            u32::try_from(mode).unwrap_or(u32::MAX)
+        });
         let file_options = FileOptions {
             mode,
             shared: options.bool("shared")?.unwrap_or(defaults.shared),

@@ -59,19 +59,15 @@ struct Releaser {
 
 impl Drop for Releaser {
     fn drop(&mut self) {
-        release(&mut self.lock);
+        if self.lock.object_mut().is_some_and(super::release_native) {
+            return;
+        }
+        // A userland Lock: call its release() even while an exception or
+        // exit() is unwinding.
+        engine::with_exception_saved(|| {
+            let _ = self.lock.try_call_method("release", vec![]);
+        });
     }
-}
-
-fn release(lock: &mut Zval) {
-    if lock.object_mut().is_some_and(super::release_native) {
-        return;
-    }
-    // A userland Lock: call its release() even while an exception or
-    // exit() is unwinding.
-    engine::with_exception_saved(|| {
-        let _ = lock.try_call_method("release", vec![]);
-    });
 }
 
 #[php_function]

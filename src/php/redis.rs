@@ -2,16 +2,12 @@
 
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
-use crate::lock::redis::{ttl_from_secs, RedisLock, RedisOptions};
+use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions};
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
 use std::time::Duration;
-
-/// Longest connect or read timeout: a day already means "never" for a cron
-/// job, and larger values overflow the clock arithmetic.
-const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 
 #[php_class]
 #[php(name = "CronLock\\Redis")]
@@ -39,16 +35,11 @@ impl Redis {
         let timeout = |name: &str, default: Duration| -> PhpResult<Duration> {
             match options.seconds(name)? {
                 None => Ok(default),
-                Some(seconds) => Duration::try_from_secs_f64(seconds)
-                    .ok()
-                    .filter(|d| !d.is_zero() && *d <= MAX_TIMEOUT)
-                    .ok_or_else(|| {
-                        crate::error::Error::value(
-                            options.arg_name(name),
-                            "must be a number of seconds greater than 0 and at most 86400",
-                        )
-                        .into()
-                    }),
+                // Negative or unrepresentable: refused like zero, by the check.
+                Some(seconds) => Ok(check_timeout(
+                    &options.arg_name(name),
+                    Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO),
+                )?),
             }
         };
         let redis_options = RedisOptions {
