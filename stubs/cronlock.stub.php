@@ -165,15 +165,52 @@ namespace CronLock {
          */
         public function __construct(string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
 
-        /** One round trip: SET NX PX and the fencing INCR in one script. @throws ConnectionException */
+        /**
+         * One round trip: SET NX PX and the fencing INCR in one script.
+         *
+         * On a lock this object holds, asks the server (one token-checked round trip)
+         * and extends the key's TTL to the lock's TTL: true while the key is still ours,
+         * false when it is not (deleted, evicted, lost in a restart, taken by another);
+         * the hold is then dropped and not retaken in that call. No counting: one
+         * release() frees the lock however many acquire() calls were made.
+         *
+         * Another CronLock\Redis of this process (thread) holding the same address,
+         * database and key: $timeout 0 returns false at once; any other $timeout throws
+         * LockException (waiting for it would deadlock).
+         *
+         * A command whose connection broke (closed by the server's `timeout` or the
+         * network, reset, no reply within read_timeout) is sent once more on a new
+         * connection. While waiting ($timeout != 0), an unreachable, restarting or
+         * paused server is retried until the deadline; the last failure is thrown only
+         * when the deadline passes (with $timeout < 0: retried until it is back).
+         *
+         * @throws ConnectionException when Redis cannot be reached, refuses us (auth,
+         *         ACL, out of memory, read-only replica) or times out: the message names
+         *         the address, the key (cut to 200 characters) and the reason.
+         * @throws LockException when the key holds a non-string value, or waiting on
+         *         another object of this process as above.
+         */
         public function acquire(float $timeout = 0.0): bool {}
 
-        /** Token-checked PEXPIRE; false when the key is no longer ours. @throws ConnectionException */
+        /**
+         * Token-checked PEXPIRE: asks the server. false when the key is no longer ours.
+         * Sent once more on a new connection when the connection broke.
+         *
+         * @throws ConnectionException (the lock stays held, as far as we know, until its TTL)
+         */
         public function renew(?float $ttl = null): bool {}
 
-        /** Token-checked DEL; false (key untouched) when it is no longer ours. @throws ConnectionException */
+        /**
+         * Token-checked DEL; false (key untouched) when it is no longer ours. Sent once
+         * more on a new connection when the connection broke; a key found gone on that
+         * second try counts as released (the first try most likely deleted it).
+         *
+         * @throws ConnectionException when Redis still fails; the lock is then not held
+         *         and the key expires by its TTL.
+         */
         public function release(): bool {}
 
+        /** What this object believes, local and cheap (no round trip): renew() or acquire() ask the server. */
         public function isHeld(): bool {}
 
         /** The random token (128 bits, hex) stored as the key's value; null when not held. */
@@ -183,6 +220,12 @@ namespace CronLock {
         public function fencingToken(): ?int {}
 
         public function key(): string {}
+
+        /** @throws LockException always: a lock belongs to the process that holds it. */
+        public function __serialize(): array {}
+
+        /** @throws LockException always: a lock belongs to the process that holds it. */
+        public function __unserialize(array $data): void {}
     }
 
     /** Base of every exception cronlock throws on its own account. */
