@@ -238,6 +238,39 @@ final class RedisLockFaultsTest extends TestCase
         }
     }
 
+    public function testASignalCutsShortAWaitOnAStalledServer(): void
+    {
+        if (!function_exists('pcntl_signal')) {
+            self::markTestSkipped('needs ext-pcntl');
+        }
+        $server = $this->server();
+        $server->command('SET', 'job', 'busy');
+        $p = Proc::start(sprintf(<<<'PHP'
+            pcntl_async_signals(true);
+            $ran = null;
+            pcntl_signal(SIGTERM, function () use (&$ran) { $ran = microtime(true); });
+            $lock = new \CronLock\Redis(%s, 'job', 10.0, ['read_timeout' => 8.0]);
+            $lock->acquire(0); // connected
+            echo "WAITING\n";
+            try {
+                $got = var_export($lock->acquire(30.0), true);
+            } catch (\Throwable $e) {
+                $got = get_class($e) . ': ' . $e->getMessage();
+            }
+            echo "RESULT $got\n";
+            PHP, var_export($server->dsn(), true)));
+        $p->waitForLine('WAITING', 15.0, 'stdout');
+        // The waiter's next script blocks in the server: a read of up to 8 s.
+        self::assertSame('OK', $server->command('CLIENT', 'PAUSE', '20000', 'WRITE'));
+        usleep(500_000);
+        $sent = microtime(true);
+        posix_kill($p->pid(), SIGTERM);
+        $line = $p->waitForLine('RESULT', 15.0, 'stdout');
+        self::assertLessThan(1.5, microtime(true) - $sent, 'the read was not waited out');
+        self::assertSame('RESULT false', $line, 'a signal is not a connection failure');
+        self::assertSame(0, $p->wait(10.0), $p->stderr());
+    }
+
     // ------------------------------------------------------------------ D6
 
     public function testMessagesSayWhatHappenedInWords(): void

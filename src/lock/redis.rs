@@ -36,16 +36,27 @@
 //! (the crate's [`Script`] sends `EVALSHA` and loads the script only when the
 //! server answers `NOSCRIPT`):
 //!
-//! - acquire: `SET <key> <token> NX PX <ttl>`; on success `INCR <key>:fence`
-//!   and reply `{1, fence, ''}`, otherwise reply `{0, PTTL <key>, GET <key>}` so a waiter
-//!   knows when the key expires at the latest.
+//! - acquire: if `GET <key>` is already our token, `PEXPIRE <key> <ttl>` and
+//!   reply `{1, GET <key>:fence, ''}` (a hold being confirmed, or a retry
+//!   whose first reply was lost: nobody else `INCR`s the fence while we hold
+//!   the key); else `SET <key> <token> NX PX <ttl>`; on success `INCR
+//!   <key>:fence` and reply `{1, fence, ''}`, otherwise reply `{0, PTTL
+//!   <key>, GET <key>}` so a waiter knows when the key expires at the latest.
+//!   In confirm mode (acquire on a held lock) the `SET NX` is skipped, so a
+//!   lost key is reported, never silently retaken.
 //! - renew: `PEXPIRE <key> <ttl>` only if `GET <key>` is still our token.
 //! - release: `DEL <key>` and `PUBLISH <key>:released ""` only if `GET <key>`
-//!   is still our token. The publish is a `pcall`, so an ACL user without
+//!   is still our token; replies 1 (deleted), 0 (someone else's value) or -1
+//!   (no key). The publish is a `pcall`, so an ACL user without
 //!   channel rights can still release (its waiters then poll).
 //!
+//! All three are safe to run twice, which is what lets a command whose
+//! connection broke be sent again (see below).
+//!
 //! Any other client that takes `<key>` with `SET NX` excludes cronlock and is
-//! excluded by it. A key that is no longer ours (expired, then taken by
+//! excluded by it. Within one thread, a registry of held keys (address,
+//! database, key) makes a second [`RedisLock`] on a held key busy at once,
+//! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
 //! someone else) is never extended or deleted: `renew()`/`release()` report
 //! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
 //! fencing counter; leave it alone. Redis Cluster is not supported (no
@@ -72,11 +83,26 @@
 //! within `connect_timeout` (TCP connect plus AUTH/SELECT; host names are
 //! resolved by the system without a timeout). Every reply must arrive
 //! within `read_timeout`. Unreachable server, refused authentication or a
-//! timeout are [`Error::Connection`]; a connection that failed is dropped and
-//! the next call opens a new one.
+//! timeout are [`Error::Connection`]; a connection that failed is dropped.
 //!
-//! - `acquire` failing leaves the lock not held. If the server executed the
-//!   script but its reply was lost, the key stays until its TTL.
+//! A command that failed by I/O (an idle connection closed by the server's
+//! `timeout` or a firewall, a reset, no reply within `read_timeout`, as
+//! under `CLIENT PAUSE … WRITE` during a `FAILOVER`, or EINTR) is sent once
+//! more on a new connection; an error reply is not. A release whose second
+//! try finds no key counts as released (the first try most likely deleted
+//! it; nobody else holds it). A waiter (`acquire` with a timeout) retries
+//! connection failures and LOADING/BUSY/MASTERDOWN/TRYAGAIN replies 20 to
+//! 100 ms apart until its deadline, then returns the last failure; a read
+//! cut short by a signal for which PHP has a handler ends the wait
+//! (`Ok(false)`).
+//!
+//! Messages say what failed in words: the address, the operation, the key
+//! (cut to 200 characters) and the OS or server reason, never Rust's
+//! "(os error N)" or the crate's error kinds.
+//!
+//! - `acquire` failing leaves the lock not held (or, on a held lock, held as
+//!   far as we know). If the server executed the script but every reply was
+//!   lost, the key stays until its TTL.
 //! - `renew` failing keeps the lock held as far as we know: [`RedisLock::is_held`]
 //!   stays true until the TTL from the last confirmed acquire or renew has
 //!   passed, and a later `renew` may still succeed.
@@ -397,6 +423,17 @@ thread_local! {
     static HELD_HERE: RefCell<HashMap<LockName, Registered>> = RefCell::new(HashMap::new());
 }
 
+/// Why the acquire script runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `acquire(0)`: one try.
+    Take,
+    /// One try of a waiter.
+    Wait,
+    /// `acquire()` on a held lock: only confirm and extend, never take.
+    Confirm,
+}
+
 /// What one run of the acquire script found.
 enum Attempt {
     /// `<key>` holds our token (just set, or it already did): the fencing
@@ -548,7 +585,7 @@ impl RedisLock {
             super::sys::hostname()
         );
         if wait == Wait::Once {
-            return match self.attempt(&token, false)? {
+            return match self.attempt(&token, Mode::Take)? {
                 Attempt::Ours(fence, sent) => self.start_hold(token, fence, sent),
                 Attempt::Busy(_) => Ok(false),
             };
@@ -561,7 +598,7 @@ impl RedisLock {
         let mut backoff = RECONNECT_BACKOFF_MIN;
         loop {
             let started = Instant::now();
-            let nap = match self.attempt(&token, false) {
+            let nap = match self.attempt(&token, Mode::Wait) {
                 Ok(Attempt::Ours(fence, sent)) => return self.start_hold(token, fence, sent),
                 Ok(Attempt::Busy(expires_in)) => {
                     backoff = RECONNECT_BACKOFF_MIN;
@@ -608,17 +645,19 @@ impl RedisLock {
 
     /// One run of the acquire script (retried once on a broken connection:
     /// it is idempotent for a given token).
-    fn attempt(&mut self, token: &str, confirm_only: bool) -> std::result::Result<Attempt, Failed> {
+    fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
         let mut invocation = scripts().acquire.prepare_invoke();
         invocation
             .key(&self.key)
             .key(&self.fence_key)
             .arg(token)
             .arg(ttl_ms(self.ttl))
-            .arg(if confirm_only { "1" } else { "0" });
+            .arg(if mode == Mode::Confirm { "1" } else { "0" });
         let sent = Instant::now();
         let ((acquired, number, holder), _): ((i64, i64, String), _) =
-            self.run("acquire", |conn| invocation.invoke(conn))?;
+            self.run("acquire", mode == Mode::Wait, |conn| {
+                invocation.invoke(conn)
+            })?;
         if acquired == 1 {
             return Ok(Attempt::Ours(number, sent));
         }
@@ -638,7 +677,7 @@ impl RedisLock {
         let state = Arc::clone(&hold.state);
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
-        match self.attempt(&token, true)? {
+        match self.attempt(&token, Mode::Confirm)? {
             Attempt::Ours(..) => {
                 state.extend(sent, self.ttl);
                 Ok(true)
@@ -758,7 +797,7 @@ impl RedisLock {
         let invocation = renew_invocation(&self.key, &hold.token, ttl);
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
-        let (renewed, _) = self.run("renew", |conn| invocation.invoke::<i64>(conn))?;
+        let (renewed, _) = self.run("renew", false, |conn| invocation.invoke::<i64>(conn))?;
         let renewed = renewed == 1;
         if renewed {
             state.extend(sent, ttl);
@@ -804,7 +843,7 @@ impl RedisLock {
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
         let mut invocation = scripts().release.prepare_invoke();
         invocation.key(&self.key).arg(token).arg(&self.channel);
-        match self.run("release", |conn| invocation.invoke::<i64>(conn))? {
+        match self.run("release", false, |conn| invocation.invoke::<i64>(conn))? {
             (1, _) => Ok(true),
             // No key at all after a broken connection: most likely our first
             // try deleted it and its reply was lost; nobody else holds it.
@@ -907,16 +946,23 @@ impl RedisLock {
     /// Runs `command`, reconnecting and running it once more when the
     /// connection broke (closed by the server or the network, reset, timed
     /// out): every script is safe to run twice. Returns whether it ran twice.
+    /// `in_wait`: a signal for PHP that interrupted the read ends it (D9).
     fn run<T>(
         &mut self,
         op: &str,
+        in_wait: bool,
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failed> {
-        run_retrying_once(&mut self.conn, &self.server, &self.options, command).map_err(|failure| {
-            Failed {
-                error: self.error(op, &failure),
-                transient: failure.is_transient(),
-            }
+        run_retrying_once(
+            &mut self.conn,
+            &self.server,
+            &self.options,
+            in_wait,
+            command,
+        )
+        .map_err(|failure| Failed {
+            error: self.error(op, &failure),
+            transient: failure.is_transient(),
         })
     }
 
@@ -1237,14 +1283,24 @@ fn with_connection<T>(
 /// failed by I/O (an idle connection the server or a firewall dropped, a
 /// reset, a timeout, a signal): only for commands that may run twice. An
 /// error reply is not retried. Returns whether it ran twice.
+///
+/// `stop_on_signal`: a read cut short by a signal for which PHP has a
+/// handler pending is not retried, so that a waiter returns to PHP at once
+/// (a socket read with a timeout fails with EINTR even under SA_RESTART).
 fn run_retrying_once<T>(
     slot: &mut Option<Connection>,
     server: &Server,
     options: &RedisOptions,
+    stop_on_signal: bool,
     mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
 ) -> std::result::Result<(T, bool), Failure> {
     match with_connection(slot, server, options, &mut command) {
         Ok(value) => Ok((value, false)),
+        Err(Failure::Command(err))
+            if stop_on_signal && is_interrupted(&err) && super::interrupted() =>
+        {
+            Err(Failure::Command(err))
+        }
         Err(Failure::Command(err)) if err.kind() == ErrorKind::Io => {
             with_connection(slot, server, options, &mut command).map(|value| (value, true))
         }
@@ -1274,9 +1330,10 @@ impl Renewal {
         while !state.wait_for_stop(next) {
             let gate = state.renew_gate.lock();
             let sent = Instant::now();
-            let outcome = run_retrying_once(&mut conn, &self.server, &self.options, |conn| {
-                self.invocation.invoke::<i64>(conn)
-            });
+            let outcome =
+                run_retrying_once(&mut conn, &self.server, &self.options, false, |conn| {
+                    self.invocation.invoke::<i64>(conn)
+                });
             match outcome {
                 Ok((1, _)) => {
                     state.extend(sent, self.ttl);
