@@ -162,6 +162,8 @@ namespace CronLock {
          *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT).
          * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
          * @throws \TypeError for an option of the wrong type.
+         * @throws \Error when called again on a constructed object (which then changes nothing).
+         *         Cloning throws \Error too; serializing or unserializing throws LockException.
          */
         public function __construct(string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
 

@@ -58,7 +58,8 @@ for ($i = 0; $i < (int) ($argv[3] ?? 50); $i++) {
         $r = new CronLock\Redis($dsn, "vg:$i", 5.0, ['auto_renew' => $i % 2 === 0]);
         $r->acquire(); $r->token(); $r->fencingToken(); $r->renew(); $r->renew(2.0); $r->key();
         $q = new CronLock\Redis($dsn, "vg:$i", 5.0);
-        $q->acquire(0.06);
+        $q->acquire(0); // busy at once: held through $r (D3)
+        try { $q->acquire(0.06); } catch (CronLock\LockException) {} // a wait on itself is refused
         $r->release();
         cron_guard(fn (CronLock\Guard $g) => $g->renew(), new CronLock\Redis($dsn, 'vg:guard', 5.0));
         try { (new CronLock\Redis('redis://:secret@127.0.0.1:1', 'k', 1.0))->acquire(); } catch (Throwable) {}
