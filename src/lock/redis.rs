@@ -36,14 +36,14 @@
 //! (the crate's [`Script`] sends `EVALSHA` and loads the script only when the
 //! server answers `NOSCRIPT`):
 //!
-//! - acquire: if `GET <key>` is already our token, `PEXPIRE <key> <ttl>` and
-//!   reply `{1, GET <key>:fence, ''}` (a hold being confirmed, or a retry
-//!   whose first reply was lost: nobody else `INCR`s the fence while we hold
-//!   the key); else `SET <key> <token> NX PX <ttl>`; on success `INCR
-//!   <key>:fence` and reply `{1, fence, ''}`, otherwise reply `{0, PTTL
-//!   <key>, GET <key>}` so a waiter knows when the key expires at the latest.
-//!   In confirm mode (acquire on a held lock) the `SET NX` is skipped, so a
-//!   lost key is reported, never silently retaken.
+//! - acquire: `SET <key> <token> NX PX <ttl>`; on success `INCR <key>:fence`
+//!   and reply `{1, fence, ''}`. Else, if `GET <key>` is our token,
+//!   `PEXPIRE <key> <ttl>` and reply `{1, GET <key>:fence, ''}` (a hold being
+//!   confirmed, or a retry whose first reply was lost: nobody else `INCR`s
+//!   the fence while we hold the key); otherwise reply `{0, PTTL <key>, GET
+//!   <key>}` so a waiter knows when the key expires at the latest. In
+//!   confirm mode (acquire on a held lock) the `SET NX` is skipped, so a lost
+//!   key is reported, never silently retaken.
 //! - renew: `PEXPIRE <key> <ttl>` only if `GET <key>` is still our token.
 //! - release: `DEL <key>` and `PUBLISH <key>:released ""` only if `GET <key>`
 //!   is still our token; replies 1 (deleted), 0 (someone else's value) or -1
@@ -161,14 +161,6 @@ const RENEW_RETRY_MAX: Duration = Duration::from_secs(1);
 const ACQUIRE_LUA: &str = r"
 -- KEYS[1] lock key, KEYS[2] fence counter
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] '1': only confirm a hold we have
-local holder = redis.pcall('GET', KEYS[1])
-if holder == ARGV[1] then
-  -- Ours already: a hold being confirmed, or a retry whose first reply was
-  -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  local fence = tonumber(redis.pcall('GET', KEYS[2]))
-  return {1, fence or 0, ''}
-end
 if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' then
@@ -177,6 +169,14 @@ if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) t
     return fence
   end
   return {1, fence, ''}
+end
+local holder = redis.pcall('GET', KEYS[1])
+if holder == ARGV[1] then
+  -- Ours already: a hold being confirmed, or a retry whose first reply was
+  -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local fence = tonumber(redis.pcall('GET', KEYS[2]))
+  return {1, fence or 0, ''}
 end
 -- busy: when it expires at the latest, and who holds it (for the log line)
 if type(holder) ~= 'string' then holder = '' end
@@ -308,6 +308,8 @@ pub struct RedisLock {
     /// Tells this lock apart from other objects on the same key in the
     /// per-thread registry of holds.
     id: u64,
+    /// Its entry in that registry.
+    name: LockName,
     /// The process whose sockets and thread `conn` and `hold` are.
     owner_pid: u32,
     conn: Option<Connection>,
@@ -515,8 +517,14 @@ impl RedisLock {
             password: settings.password().map(str::to_owned),
             db: settings.db(),
         };
+        let name = LockName {
+            address: server.client.get_connection_info().addr().to_string(),
+            db: server.db,
+            key: key.to_owned(),
+        };
         Ok(RedisLock {
             server,
+            name,
             key: key.to_owned(),
             fence_key: format!("{key}:fence"),
             channel: format!("{key}:released"),
@@ -711,7 +719,7 @@ impl RedisLock {
         };
         HELD_HERE.with(|held| {
             held.borrow_mut().insert(
-                self.name(),
+                self.name.clone(),
                 Registered {
                     lock_id: self.id,
                     pid: self.owner_pid,
@@ -729,29 +737,20 @@ impl RedisLock {
         Ok(true)
     }
 
-    fn name(&self) -> LockName {
-        LockName {
-            address: self.server.client.get_connection_info().addr().to_string(),
-            db: self.server.db,
-            key: self.key.clone(),
-        }
-    }
-
     /// The token of a valid hold on this key by another object of this
     /// thread (and process); stale entries are dropped on the way.
     fn held_by_another_object(&self) -> Option<String> {
-        let name = self.name();
         let pid = super::sys::current_pid();
         HELD_HERE.with(|held| {
             let mut held = held.borrow_mut();
-            let entry = held.get(&name)?;
+            let entry = held.get(&self.name)?;
             let live = entry.pid == pid
                 && entry.lock_id != self.id
                 && entry.state.upgrade().is_some_and(|state| state.is_valid());
             if live {
                 Some(entry.token.clone())
             } else {
-                held.remove(&name);
+                held.remove(&self.name);
                 None
             }
         })
@@ -911,13 +910,14 @@ impl RedisLock {
     /// Takes the hold out of this object and out of the thread's registry.
     fn take_hold(&mut self) -> Option<Hold> {
         let hold = self.hold.take()?;
-        let name = self.name();
-        let id = self.id;
         // try_with: a lock dropped while the thread's locals are torn down.
         let _ = HELD_HERE.try_with(|held| {
             let mut held = held.borrow_mut();
-            if held.get(&name).is_some_and(|entry| entry.lock_id == id) {
-                held.remove(&name);
+            if held
+                .get(&self.name)
+                .is_some_and(|entry| entry.lock_id == self.id)
+            {
+                held.remove(&self.name);
             }
         });
         Some(hold)
