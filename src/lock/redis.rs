@@ -1198,12 +1198,12 @@ fn describe_failure(err: &RedisError) -> String {
         (_, Some(code)) => with_detail(&code.to_lowercase()),
         (ErrorKind::UnexpectedReturnType, _) => with_detail("unexpected reply"),
         _ => {
+            // The crate's own errors read "<what> - <Kind>[: <detail>]".
             let text = err.to_string();
-            text.strip_prefix(err.category())
-                .map(|rest| rest.trim_start_matches([':', ' ', '-']))
-                .filter(|rest| !rest.is_empty())
-                .unwrap_or(&text)
-                .to_owned()
+            match text.split_once(&format!(" - {:?}", err.kind())) {
+                Some((what, rest)) => format!("{what}{rest}"),
+                None => text,
+            }
         }
     }
 }
@@ -1785,6 +1785,10 @@ mod tests {
             let (arg, reason) = bad_argument(RedisLock::new(bad_dsn, "k", ttl, options));
             assert_eq!(arg, "$dsn", "{bad_dsn}");
             assert!(!reason.contains("S3cret"), "{bad_dsn}: {reason}");
+            assert!(
+                !reason.contains("InvalidClientConfig"),
+                "{bad_dsn}: {reason}"
+            );
         }
 
         // Lazy: nothing listens on port 1, yet nothing fails before acquire.
