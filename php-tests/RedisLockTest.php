@@ -21,7 +21,7 @@ use PHPUnit\Framework\TestCase;
  * contention between processes. The Lock contract itself runs in
  * RedisLockContractTest.
  *
- * What the module docs of src/lock/redis.rs promise and these tests hold it to:
+ * What the module docs of src/lock/redis/mod.rs promise and these tests hold it to:
  * `<key>` holds `<32 hex>:<pid>@<host>` with the TTL, `<key>:fence` is INCRed
  * by every successful acquire, `<key>:released` is published on release;
  * a failed release() throws ConnectionException and forgets the lock (the
@@ -381,7 +381,7 @@ final class RedisLockTest extends TestCase
             self::note(sprintf('connect_timeout 0.3, silent server: %s after %.3f s', $e->getMessage(), $took));
             self::assertNoSecret($e, 'Silent-Pw-8w');
             self::assertGreaterThanOrEqual(0.25, $took, 'waited about connect_timeout');
-            // src/lock/redis.rs: "the connection is opened ... within
+            // src/lock/redis/mod.rs: "the connection is opened ... within
             // connect_timeout (TCP connect plus AUTH/SELECT)"
             self::assertLessThan(0.9, $took, 'connect_timeout (0.3 s) bounds TCP connect plus AUTH/SELECT, not each step');
         } finally {
@@ -886,7 +886,7 @@ final class RedisLockTest extends TestCase
         self::assertTrue($auto->acquire(0));
         $server->kill();
 
-        // src/lock/redis.rs: a failed release throws ConnectionException and
+        // src/lock/redis/mod.rs: a failed release throws ConnectionException and
         // forgets the lock (the key expires by its TTL).
         [$e, $took] = self::connectionFailure(fn () => $released->release(), 'release() with the server dead');
         self::note(sprintf('release() on a dead server: %s (%.3f s)', $e->getMessage(), $took));

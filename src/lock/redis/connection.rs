@@ -1,0 +1,107 @@
+//! Opening a connection (with AUTH/SELECT under one deadline) and running
+//! a command on it, once more after a broken connection.
+
+use super::errors::{is_interrupted, Failure};
+use super::options::RedisOptions;
+use redis::{Client, Connection, ErrorKind, RedisResult};
+use std::time::{Duration, Instant};
+
+/// Where and as whom to connect. `client` knows only the address and TLS:
+/// the redis crate would pipeline AUTH, SELECT and two `CLIENT SETINFO` and
+/// wait up to the timeout for each reply, so a silent server would take
+/// several times `connect_timeout`. [`open`] sends them against one deadline.
+#[derive(Clone)]
+pub(super) struct Server {
+    pub(super) client: Client,
+    pub(super) username: Option<String>,
+    pub(super) password: Option<String>,
+    pub(super) db: i64,
+}
+
+pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
+    // No representable deadline means no deadline beyond the socket's own.
+    let deadline = Instant::now() + options.connect_timeout;
+    let mut conn = server
+        .client
+        .get_connection_with_timeout(options.connect_timeout)?;
+    let mut handshake = |command: &redis::Cmd| -> RedisResult<()> {
+        // A zero timeout is refused by the socket API.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        conn.set_read_timeout(Some(left))?;
+        conn.set_write_timeout(Some(left))?;
+        command.query::<()>(&mut conn)
+    };
+    if let Some(password) = &server.password {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(username) = &server.username {
+            auth.arg(username);
+        }
+        handshake(auth.arg(password))?;
+    }
+    if server.db != 0 {
+        handshake(redis::cmd("SELECT").arg(server.db))?;
+    }
+    if server.password.is_none() && server.db == 0 {
+        // Something that accepts TCP is not yet a Redis that answers: find
+        // out within connect_timeout, not on the first command.
+        handshake(&redis::cmd("PING"))?;
+    }
+    conn.set_read_timeout(Some(options.read_timeout))?;
+    conn.set_write_timeout(Some(options.read_timeout))?;
+    Ok(conn)
+}
+
+/// Runs `command` on the connection in `slot`, opening it first if needed.
+/// A connection that failed other than by an error reply is dropped: after
+/// a timeout or I/O error its replies may be out of step.
+pub(super) fn with_connection<T>(
+    slot: &mut Option<Connection>,
+    server: &Server,
+    options: &RedisOptions,
+    command: impl FnOnce(&mut Connection) -> RedisResult<T>,
+) -> std::result::Result<T, Failure> {
+    let mut conn = match slot.take() {
+        Some(conn) => conn,
+        None => open(server, options).map_err(Failure::Connect)?,
+    };
+    let result = command(&mut conn);
+    let in_step = match &result {
+        Ok(_) => true,
+        Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
+    };
+    if in_step {
+        *slot = Some(conn);
+    }
+    result.map_err(Failure::Command)
+}
+
+/// [`with_connection`], and once more on a new connection when the command
+/// failed by I/O (an idle connection the server or a firewall dropped, a
+/// reset, a timeout, a signal): only for commands that may run twice. An
+/// error reply is not retried. Returns whether it ran twice.
+///
+/// `stop_on_signal`: a read cut short by a signal for which PHP has a
+/// handler pending is not retried, so that a waiter returns to PHP at once
+/// (a socket read with a timeout fails with EINTR even under SA_RESTART).
+pub(super) fn run_retrying_once<T>(
+    slot: &mut Option<Connection>,
+    server: &Server,
+    options: &RedisOptions,
+    stop_on_signal: bool,
+    mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
+) -> std::result::Result<(T, bool), Failure> {
+    match with_connection(slot, server, options, &mut command) {
+        Ok(value) => Ok((value, false)),
+        Err(Failure::Command(err))
+            if stop_on_signal && is_interrupted(&err) && crate::lock::interrupted() =>
+        {
+            Err(Failure::Command(err))
+        }
+        Err(Failure::Command(err)) if err.kind() == ErrorKind::Io => {
+            with_connection(slot, server, options, &mut command).map(|value| (value, true))
+        }
+        Err(failure) => Err(failure),
+    }
+}

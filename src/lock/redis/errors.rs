@@ -1,0 +1,127 @@
+//! Classifying the redis crate's errors and saying them in words (D6).
+
+use crate::error::Error;
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+use std::sync::Arc;
+
+/// Replies that say the lock cannot work with this key or server, as
+/// opposed to the server being unreachable or refusing us.
+pub(super) fn makes_lock_unusable(err: &RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ResponseError
+                | ServerErrorKind::CrossSlot
+                | ServerErrorKind::ExecAbort
+        ) | ErrorKind::UnexpectedReturnType
+    ) || err.code() == Some("WRONGTYPE")
+}
+
+pub(super) enum Failure {
+    Connect(RedisError),
+    Command(RedisError),
+}
+
+impl Failure {
+    /// Whether a waiter should try again: the server could not be reached,
+    /// the connection broke or timed out, or the server said "not now".
+    pub(super) fn is_transient(&self) -> bool {
+        let (Failure::Connect(err) | Failure::Command(err)) = self;
+        err.kind() == ErrorKind::Io
+            || matches!(
+                err.code(),
+                Some("LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN")
+            )
+    }
+}
+
+/// A failed command: the error for PHP, and whether a wait rides it out.
+pub(super) struct Failed {
+    pub(super) error: Error,
+    pub(super) transient: bool,
+}
+
+impl From<Failed> for Error {
+    fn from(failed: Failed) -> Self {
+        failed.error
+    }
+}
+
+/// Cuts a user-supplied name to 200 characters for messages.
+pub(super) fn shorten(name: &str) -> String {
+    const LIMIT: usize = 200;
+    match name.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}…", &name[..cut]),
+        None => name.to_owned(),
+    }
+}
+
+pub(super) fn io_error(err: &RedisError) -> Option<&std::io::Error> {
+    let source = std::error::Error::source(err)?;
+    source.downcast_ref::<std::io::Error>().or_else(|| {
+        source
+            .downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>()
+            .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+    })
+}
+
+pub(super) fn is_interrupted(err: &RedisError) -> bool {
+    io_error(err).is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+}
+
+/// The OS's words for an I/O error, without Rust's "(os error N)".
+pub(super) fn plain_io(err: &std::io::Error) -> String {
+    if err.kind() == std::io::ErrorKind::UnexpectedEof {
+        return "the server closed the connection".to_owned();
+    }
+    let text = err.to_string();
+    match err.raw_os_error() {
+        Some(code) => text
+            .strip_suffix(&format!(" (os error {code})"))
+            .map_or_else(|| text.clone(), str::to_owned),
+        None => text,
+    }
+}
+
+/// What went wrong, in words: the OS reason, or the server's reply with
+/// the common codes explained.
+pub(super) fn describe_failure(err: &RedisError) -> String {
+    if let Some(io) = io_error(err) {
+        return plain_io(io);
+    }
+    let detail = err.detail().unwrap_or_default().trim();
+    let with_detail = |words: &str| {
+        if detail.is_empty() {
+            words.to_owned()
+        } else {
+            format!("{words} ({detail})")
+        }
+    };
+    match (err.kind(), err.code()) {
+        (_, Some("OOM")) => "out of memory (maxmemory reached)".to_owned(),
+        (_, Some("NOPERM")) => with_detail("permission denied by ACL"),
+        (_, Some("READONLY")) => "it is a read-only replica".to_owned(),
+        (_, Some("WRONGPASS")) | (ErrorKind::AuthenticationFailed, _) => {
+            "wrong user name or password (or the user is disabled)".to_owned()
+        }
+        (_, Some("NOAUTH")) => "it requires a password, and the DSN has none".to_owned(),
+        (_, Some("LOADING")) => "it is still loading its data set".to_owned(),
+        (_, Some("BUSY")) => "it is busy running a script".to_owned(),
+        (_, Some("MASTERDOWN")) => "it is a replica that lost its master".to_owned(),
+        (_, Some("MOVED" | "ASK" | "CLUSTERDOWN" | "CROSSSLOT" | "TRYAGAIN")) => {
+            "it is a Redis Cluster node, and cluster mode is not supported".to_owned()
+        }
+        (_, Some("WRONGTYPE")) => "the key holds a value of another type".to_owned(),
+        (_, Some("ERR")) if !detail.is_empty() => detail.to_owned(),
+        (_, Some(code)) => with_detail(&code.to_lowercase()),
+        (ErrorKind::UnexpectedReturnType, _) => with_detail("unexpected reply"),
+        _ => {
+            // The crate's own errors read "<what> - <Kind>[: <detail>]".
+            let text = err.to_string();
+            match text.split_once(&format!(" - {:?}", err.kind())) {
+                Some((what, rest)) => format!("{what}{rest}"),
+                None => text,
+            }
+        }
+    }
+}

@@ -1,0 +1,571 @@
+//! [`RedisLock`]: acquire (with its wait), renew, release.
+
+use super::connection::{run_retrying_once, Server};
+use super::dsn::{parse_dsn, Secrets};
+use super::errors::{describe_failure, makes_lock_unusable, plain_io, shorten, Failed, Failure};
+use super::listener::Listener;
+use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::registry::{self, LockName};
+use super::renewer::{HoldState, Renewal};
+use super::scripts::{renew_invocation, scripts};
+use super::token::random_token;
+use crate::error::{Error, Result};
+use crate::lock::{sys, Wait};
+use redis::{Connection, ErrorKind, RedisResult};
+use std::mem;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Waiters retry at least this often, for holders that `DEL` the key
+/// without publishing (other clients, or an ACL user without channel rights).
+pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A lock on one Redis key. See the [module docs](super) for the protocol.
+pub struct RedisLock {
+    server: Server,
+    key: String,
+    fence_key: String,
+    channel: String,
+    pub(super) ttl: Duration,
+    options: RedisOptions,
+    secrets: Secrets,
+    /// Tells this lock apart from other objects on the same key in the
+    /// per-thread registry of holds.
+    id: u64,
+    /// Its entry in that registry.
+    name: LockName,
+    /// The process whose sockets and thread `conn` and `hold` are.
+    owner_pid: u32,
+    conn: Option<Connection>,
+    hold: Option<Hold>,
+    /// The value of `<key>` seen by the last acquire that found it busy.
+    last_holder: Option<String>,
+    /// The last acquire found the key held by another object of this thread.
+    busy_here: bool,
+}
+
+/// What we know about a key we acquired.
+pub(super) struct Hold {
+    token: String,
+    fence: i64,
+    state: Arc<HoldState>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl Hold {
+    /// Stops the renewal thread, if any, and waits for it.
+    fn finish(self) {
+        if let Some(renewer) = self.renewer {
+            self.state.signal_stop();
+            // A panic in the thread already lost the lock; nothing to report.
+            let _ = renewer.join();
+        }
+    }
+}
+
+/// Why the acquire script runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `acquire(0)`: one try.
+    Take,
+    /// One try of a waiter.
+    Wait,
+    /// `acquire()` on a held lock: only confirm and extend, never take.
+    Confirm,
+}
+
+/// What one run of the acquire script found.
+pub(super) enum Attempt {
+    /// `<key>` holds our token (just set, or it already did): the fencing
+    /// number, and when the attempt started (the TTL runs from later).
+    Ours(i64, Instant),
+    /// Someone else holds the key; it expires within this time (`None`: it
+    /// has no TTL, or it is gone).
+    Busy(Option<Duration>),
+}
+
+/// Shortest and longest pause of a waiter whose server fails.
+pub(super) const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
+pub(super) const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// Longest single sleep of a waiter, so that PHP's pending signal handlers
+/// run within about this long.
+pub(super) const INTERRUPT_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+impl RedisLock {
+    /// Validates and parses; connects lazily on first use, so this never
+    /// blocks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$key` (empty or containing NUL), `$ttl`
+    /// (zero or above [`MAX_TTL`](super::MAX_TTL)), `$dsn` (not a DSN the redis crate accepts;
+    /// the message never contains the password) or
+    /// `$options['connect_timeout']` / `$options['read_timeout']` (zero).
+    pub fn new(dsn: &str, key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        if key.is_empty() {
+            return Err(Error::value("$key", "must not be empty"));
+        }
+        if key.contains('\0') {
+            return Err(Error::value("$key", "must not contain NUL bytes"));
+        }
+        let ttl = check_ttl(ttl)?;
+        check_timeout("$options['connect_timeout']", options.connect_timeout)?;
+        check_timeout("$options['read_timeout']", options.read_timeout)?;
+        let (server, secrets) = parse_dsn(dsn)?;
+        let name = LockName {
+            address: server.client.get_connection_info().addr().to_string(),
+            db: server.db,
+            key: key.to_owned(),
+        };
+        Ok(RedisLock {
+            server,
+            name,
+            key: key.to_owned(),
+            fence_key: format!("{key}:fence"),
+            channel: format!("{key}:released"),
+            ttl,
+            options,
+            secrets,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            owner_pid: sys::current_pid(),
+            conn: None,
+            hold: None,
+            last_holder: None,
+            busy_here: false,
+        })
+    }
+
+    /// Takes the lock, waiting as `wait` says. `Ok(false)`: someone else
+    /// holds it (or a PHP signal handler is pending and cut the wait short).
+    ///
+    /// On a lock this object holds, one token-checked round trip extends the
+    /// key's TTL to the lock's TTL: `Ok(true)` while the key is still ours,
+    /// `Ok(false)` (and the hold is dropped, never retaken in that call)
+    /// when it is not.
+    ///
+    /// Another object of this thread holding the same key (same address,
+    /// database and key): `Ok(false)` at once for [`Wait::Once`], else
+    /// [`Error::Lock`], because the wait could only end by a release this
+    /// thread would have to make.
+    ///
+    /// While waiting it listens on `<key>:released` (a second connection,
+    /// subscribed before the first retry so no release is missed) and retries at
+    /// the latest when the holder's key expires, and every 50 ms for holders
+    /// that delete without publishing. A server that cannot be reached or
+    /// stops answering while we wait is retried (20 to 100 ms apart) until
+    /// the deadline; only then is its last failure the error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] when Redis cannot be reached, refuses us or times
+    /// out; [`Error::Lock`] when Redis rejects the script (e.g. `<key>` holds
+    /// a non-string value), the auto-renew thread cannot be started, or
+    /// waiting would deadlock as above.
+    pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        self.adopt_process();
+        self.busy_here = false;
+        if self.is_held() {
+            return self.confirm_hold();
+        }
+        self.forget_hold();
+        if let Some(token) = registry::held_by_another(&self.name, self.id) {
+            self.last_holder = Some(token);
+            if wait == Wait::Once {
+                self.busy_here = true;
+                return Ok(false);
+            }
+            return Err(Error::Lock(format!(
+                "{} is already held by this process (pid {}) through another \
+                 CronLock\\Redis object; waiting for it would deadlock",
+                self.describe(),
+                sys::current_pid()
+            )));
+        }
+        let token = format!(
+            "{}:{}@{}",
+            random_token()?,
+            sys::current_pid(),
+            sys::hostname()
+        );
+        if wait == Wait::Once {
+            return match self.attempt(&token, Mode::Take)? {
+                Attempt::Ours(fence, sent) => self.start_hold(token, fence, sent),
+                Attempt::Busy(_) => Ok(false),
+            };
+        }
+        self.wait_for(token, wait)
+    }
+
+    fn wait_for(&mut self, token: String, wait: Wait) -> Result<bool> {
+        let mut listener = Listener::default();
+        let mut backoff = RECONNECT_BACKOFF_MIN;
+        loop {
+            let started = Instant::now();
+            let nap = match self.attempt(&token, Mode::Wait) {
+                Ok(Attempt::Ours(fence, sent)) => return self.start_hold(token, fence, sent),
+                Ok(Attempt::Busy(expires_in)) => {
+                    backoff = RECONNECT_BACKOFF_MIN;
+                    // Subscribe, then retry at once, so a release between
+                    // the attempt and the subscription still wakes us.
+                    if listener.subscribe(&self.server, &self.options, &self.channel) {
+                        continue;
+                    }
+                    if wait.remaining() == Some(Duration::ZERO) {
+                        return Ok(false);
+                    }
+                    expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL))
+                }
+                Err(Failed {
+                    error,
+                    transient: true,
+                }) => {
+                    // A restart, failover or pause: ride it out until the
+                    // deadline. The subscription died with the server.
+                    if wait.remaining() == Some(Duration::ZERO) {
+                        return Err(error);
+                    }
+                    listener.broke();
+                    let nap = backoff.saturating_sub(started.elapsed());
+                    backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+                    nap
+                }
+                Err(failed) => return Err(failed.error),
+            };
+            if crate::lock::interrupted() {
+                return Ok(false);
+            }
+            let mut nap = nap;
+            if let Some(remaining) = wait.remaining() {
+                nap = nap.min(remaining);
+            }
+            // A zero read timeout is refused by the socket API.
+            listener.wait(nap.clamp(Duration::from_millis(1), INTERRUPT_CHECK_INTERVAL));
+            if crate::lock::interrupted() {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// One run of the acquire script (retried once on a broken connection:
+    /// it is idempotent for a given token).
+    fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
+        let mut invocation = scripts().acquire.prepare_invoke();
+        invocation
+            .key(&self.key)
+            .key(&self.fence_key)
+            .arg(token)
+            .arg(ttl_ms(self.ttl))
+            .arg(if mode == Mode::Confirm { "1" } else { "0" });
+        let sent = Instant::now();
+        let ((acquired, number, holder), _): ((i64, i64, String), _) =
+            self.run("acquire", mode == Mode::Wait, |conn| {
+                invocation.invoke(conn)
+            })?;
+        if acquired == 1 {
+            return Ok(Attempt::Ours(number, sent));
+        }
+        self.last_holder = Some(holder);
+        // PTTL is -1 for a key without TTL, -2 for no key.
+        Ok(Attempt::Busy(
+            u64::try_from(number).ok().map(Duration::from_millis),
+        ))
+    }
+
+    /// D1: acquire() on a held lock asks the server and extends the TTL.
+    fn confirm_hold(&mut self) -> Result<bool> {
+        let Some(hold) = &self.hold else {
+            return Ok(false);
+        };
+        let token = hold.token.clone();
+        let state = Arc::clone(&hold.state);
+        let gate = state.renew_gate.lock();
+        let sent = Instant::now();
+        match self.attempt(&token, Mode::Confirm)? {
+            Attempt::Ours(..) => {
+                state.extend(sent, self.ttl);
+                Ok(true)
+            }
+            Attempt::Busy(_) => {
+                state.lost.store(true, Ordering::Release);
+                drop(gate);
+                self.forget_hold();
+                Ok(false)
+            }
+        }
+    }
+
+    /// Records a fresh hold (the key holds `token` since after `sent`).
+    fn start_hold(&mut self, token: String, fence: i64, sent: Instant) -> Result<bool> {
+        let state = Arc::new(HoldState::new(sent, self.ttl));
+        let renewer = if self.options.auto_renew {
+            match self.spawn_renewer(&token, &state) {
+                Ok(renewer) => Some(renewer),
+                Err(err) => {
+                    // Best effort: otherwise the key stays until its TTL.
+                    let _ = self.delete_if_ours(&token);
+                    return Err(Error::Lock(format!(
+                        "cannot start the auto-renew thread: {}",
+                        plain_io(&err)
+                    )));
+                }
+            }
+        } else {
+            None
+        };
+        registry::register(&self.name, self.id, self.owner_pid, &token, &state);
+        self.hold = Some(Hold {
+            token,
+            fence,
+            state,
+            renewer,
+        });
+        Ok(true)
+    }
+
+    fn spawn_renewer(
+        &self,
+        token: &str,
+        state: &Arc<HoldState>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let renewal = Renewal {
+            server: self.server.clone(),
+            options: self.options,
+            invocation: renew_invocation(&self.key, token, self.ttl),
+            ttl: self.ttl,
+        };
+        let state = Arc::clone(state);
+        thread::Builder::new()
+            .name("cronlock-renew".to_owned())
+            .spawn(move || renewal.run(&state))
+    }
+
+    /// Extends the key's TTL to `ttl` (default: the lock's TTL) if it is
+    /// still ours. `Ok(false)`: it is not (never acquired, released, expired
+    /// and taken over, or in a forked child); the lock is then not held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a zero or too long `$ttl`;
+    /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`],
+    /// after which the lock is still held until its TTL runs out.
+    pub fn renew(&mut self, ttl: Option<Duration>) -> Result<bool> {
+        self.adopt_process();
+        let ttl = check_ttl(ttl.unwrap_or(self.ttl))?;
+        let Some(hold) = &self.hold else {
+            return Ok(false);
+        };
+        if hold.state.lost.load(Ordering::Acquire) {
+            self.forget_hold();
+            return Ok(false);
+        }
+        let state = Arc::clone(&hold.state);
+        let invocation = renew_invocation(&self.key, &hold.token, ttl);
+        let gate = state.renew_gate.lock();
+        let sent = Instant::now();
+        let (renewed, _) = self.run("renew", false, |conn| invocation.invoke::<i64>(conn))?;
+        let renewed = renewed == 1;
+        if renewed {
+            state.extend(sent, ttl);
+        } else {
+            state.lost.store(true, Ordering::Release);
+        }
+        drop(gate);
+        if !renewed {
+            self.forget_hold();
+        }
+        Ok(renewed)
+    }
+
+    /// Deletes the key if it is still ours. `Ok(true)`: we held it and
+    /// released it; `Ok(false)`: we did not hold it (never acquired, already
+    /// released, lost to someone else, whose key is left alone, past its
+    /// TTL without renewal, which sends nothing, or in a forked child).
+    /// Either way the lock is not held afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`];
+    /// the lock is then not held and the key expires by its TTL.
+    pub fn release(&mut self) -> Result<bool> {
+        self.adopt_process();
+        let Some(hold) = self.take_hold() else {
+            return Ok(false);
+        };
+        // Stop the renewer now; joining waits until after the delete so
+        // waiters are not kept waiting for an in-flight renewal.
+        hold.state.signal_stop();
+        // Lost, or its TTL ran out unrenewed: not ours to delete any more,
+        // and no need to reach a server that may be gone.
+        let released = if !hold.state.is_valid() {
+            Ok(false)
+        } else {
+            self.delete_if_ours(&hold.token)
+        };
+        hold.finish();
+        released
+    }
+
+    fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
+        let mut invocation = scripts().release.prepare_invoke();
+        invocation.key(&self.key).arg(token).arg(&self.channel);
+        match self.run("release", false, |conn| invocation.invoke::<i64>(conn))? {
+            (1, _) => Ok(true),
+            // No key at all after a broken connection: most likely our first
+            // try deleted it and its reply was lost; nobody else holds it.
+            (-1, retried) => Ok(retried),
+            _ => Ok(false),
+        }
+    }
+
+    /// Whether this process holds the lock as far as we know: acquired, not
+    /// released, not found lost, and its TTL since the last confirmed acquire
+    /// or renew has not run out. Local: no round trip.
+    pub fn is_held(&self) -> bool {
+        self.owner_pid == sys::current_pid()
+            && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
+    }
+
+    /// The token stored as the key's value; `None` when not held.
+    pub fn token(&self) -> Option<&str> {
+        self.current_hold().map(|hold| hold.token.as_str())
+    }
+
+    /// The fencing number of this acquisition (strictly increasing per key,
+    /// across holders); `None` when not held.
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.current_hold().map(|hold| hold.fence)
+    }
+
+    fn current_hold(&self) -> Option<&Hold> {
+        self.hold.as_ref().filter(|_| self.is_held())
+    }
+
+    /// Who held the lock when the last `acquire` found it busy: the pid and
+    /// host from a cronlock token, `None` for another client's value.
+    pub fn last_holder(&self) -> Option<(u32, &str)> {
+        let (_, holder) = self.last_holder.as_deref()?.split_once(':')?;
+        let (pid, host) = holder.split_once('@')?;
+        Some((pid.parse().ok()?, host))
+    }
+
+    /// Whether the last `acquire` found the key held by another lock object
+    /// of this thread (then [`RedisLock::last_holder`] names this process).
+    pub fn busy_in_this_process(&self) -> bool {
+        self.busy_here
+    }
+
+    /// The Redis key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// `redis key '<key>' at <address>[/db]` for messages, the key cut to
+    /// 200 characters.
+    pub fn describe(&self) -> String {
+        let db = match self.server.db {
+            0 => String::new(),
+            db => format!("/{db}"),
+        };
+        format!(
+            "redis key '{}' at {}{db}",
+            shorten(&self.key),
+            self.server.client.get_connection_info().addr()
+        )
+    }
+
+    /// Takes the hold out of this object and out of the thread's registry.
+    fn take_hold(&mut self) -> Option<Hold> {
+        let hold = self.hold.take()?;
+        registry::unregister(&self.name, self.id);
+        Some(hold)
+    }
+
+    /// Drops a hold that is no longer valid, stopping its renewer.
+    fn forget_hold(&mut self) {
+        if let Some(hold) = self.take_hold() {
+            hold.finish();
+        }
+    }
+
+    /// In a forked child the connection is the parent's socket and the
+    /// renewer thread does not exist: forget both without touching them, and
+    /// start over as this process's lock. (The registry entry copied from
+    /// the parent names the parent's pid, so it is ignored.)
+    fn adopt_process(&mut self) {
+        let pid = sys::current_pid();
+        if self.owner_pid != pid {
+            mem::forget(self.conn.take());
+            mem::forget(self.hold.take());
+            self.owner_pid = pid;
+        }
+    }
+
+    /// Runs `command`, reconnecting and running it once more when the
+    /// connection broke (closed by the server or the network, reset, timed
+    /// out): every script is safe to run twice. Returns whether it ran twice.
+    /// `in_wait`: a signal for PHP that interrupted the read ends it (D9).
+    fn run<T>(
+        &mut self,
+        op: &str,
+        in_wait: bool,
+        command: impl FnMut(&mut Connection) -> RedisResult<T>,
+    ) -> std::result::Result<(T, bool), Failed> {
+        run_retrying_once(
+            &mut self.conn,
+            &self.server,
+            &self.options,
+            in_wait,
+            command,
+        )
+        .map_err(|failure| Failed {
+            error: self.error(op, &failure),
+            transient: failure.is_transient(),
+        })
+    }
+
+    fn error(&self, op: &str, failure: &Failure) -> Error {
+        let addr = self.server.client.get_connection_info().addr();
+        let key = shorten(&self.key);
+        let message = match failure {
+            Failure::Connect(err) if err.is_timeout() => format!(
+                "cannot connect to Redis at {addr} to {op} key '{key}': no answer within {} ms",
+                self.options.connect_timeout.as_millis()
+            ),
+            Failure::Connect(err) => format!(
+                "cannot connect to Redis at {addr} to {op} key '{key}': {}",
+                describe_failure(err)
+            ),
+            Failure::Command(err) if err.is_timeout() => format!(
+                "Redis at {addr} gave no answer within {} ms to {op} key '{key}'",
+                self.options.read_timeout.as_millis()
+            ),
+            Failure::Command(err) if err.kind() == ErrorKind::Io => format!(
+                "lost the connection to Redis at {addr} while trying to {op} key '{key}': {}",
+                describe_failure(err)
+            ),
+            Failure::Command(err) => format!(
+                "Redis at {addr} refused to {op} key '{key}': {}",
+                describe_failure(err)
+            ),
+        };
+        let message = self.secrets.scrub(message);
+        match failure {
+            Failure::Command(err) if makes_lock_unusable(err) => Error::Lock(message),
+            _ => Error::Connection(message),
+        }
+    }
+}
+
+impl Drop for RedisLock {
+    fn drop(&mut self) {
+        self.adopt_process();
+        if self.hold.is_some() {
+            // Nobody to tell; the key expires by its TTL.
+            let _ = self.release();
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! A Redis lock for one key: a random token stored with `SET NX PX`, that
+//! only its holder can extend or delete, and that expires by itself when
+//! the holder dies.
+//!
+//! ```no_run
+//! use cronlock::lock::redis::{RedisLock, RedisOptions};
+//! use cronlock::lock::Wait;
+//! use std::time::Duration;
+//!
+//! # fn main() -> cronlock::error::Result<()> {
+//! let options = RedisOptions { auto_renew: true, ..RedisOptions::default() };
+//! let mut lock = RedisLock::new(
+//!     "redis://127.0.0.1:6379/0",
+//!     "cron:sync-orders",
+//!     Duration::from_secs(300),
+//!     options,
+//! )?;
+//! if lock.acquire(Wait::Once)? {
+//!     let fence = lock.fencing_token(); // hand this to downstream writes
+//!     // ... the job ...
+//!     lock.release()?;
+//! } // else: the previous run is still going; skip this one
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What is stored in Redis
+//!
+//! | name | kind | what |
+//! | --- | --- | --- |
+//! | `<key>` | string key | the holder's token, `<32 hex digits>:<pid>@<host>` (128 random bits from `getrandom(2)`, then who holds it, so `GET <key>` answers "who?"), with the lock's TTL |
+//! | `<key>:fence` | string key | the fencing counter: `INCR`ed by every successful acquire, never expires, never deleted by cronlock |
+//! | `<key>:released` | pub/sub channel | `release()` publishes an empty message here to wake waiters |
+//!
+//! Every operation is one Lua script, so it is atomic and one round trip
+//! (the crate's [`Script`](redis::Script) sends `EVALSHA` and loads the script only when the
+//! server answers `NOSCRIPT`):
+//!
+//! - acquire: `SET <key> <token> NX PX <ttl>`; on success `INCR <key>:fence`
+//!   and reply `{1, fence, ''}`. Else, if `GET <key>` is our token,
+//!   `PEXPIRE <key> <ttl>` and reply `{1, GET <key>:fence, ''}` (a hold being
+//!   confirmed, or a retry whose first reply was lost: nobody else `INCR`s
+//!   the fence while we hold the key); otherwise reply `{0, PTTL <key>, GET
+//!   <key>}` so a waiter knows when the key expires at the latest. In
+//!   confirm mode (acquire on a held lock) the `SET NX` is skipped, so a lost
+//!   key is reported, never silently retaken.
+//! - renew: `PEXPIRE <key> <ttl>` only if `GET <key>` is still our token.
+//! - release: `DEL <key>` and `PUBLISH <key>:released ""` only if `GET <key>`
+//!   is still our token; replies 1 (deleted), 0 (someone else's value) or -1
+//!   (no key). The publish is a `pcall`, so an ACL user without
+//!   channel rights can still release (its waiters then poll).
+//!
+//! All three are safe to run twice, which is what lets a command whose
+//! connection broke be sent again (see below).
+//!
+//! Any other client that takes `<key>` with `SET NX` excludes cronlock and is
+//! excluded by it. Within one thread, a registry of held keys (address,
+//! database, key) makes a second [`RedisLock`] on a held key busy at once,
+//! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
+//! someone else) is never extended or deleted: `renew()`/`release()` report
+//! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
+//! fencing counter; leave it alone. Redis Cluster is not supported (no
+//! `MOVED` handling).
+//!
+//! # DSN
+//!
+//! Parsed by the redis crate: `redis://[[user]:password@]host[:port][/db]`,
+//! `rediss://…` for TLS, `unix:///path/to/redis.sock` (with `?db=N`,
+//! `?user=U&pass=P` as query parameters). Percent-encode reserved characters
+//! in user names and passwords. No error message ever contains the password.
+//!
+//! # TLS
+//!
+//! `rediss://` verifies the server with rustls against the system's CA
+//! certificates (`rustls-native-certs`); setting `SSL_CERT_FILE` (a PEM
+//! bundle) or `SSL_CERT_DIR` replaces those, e.g. to trust a private CA.
+//! The environment is read at each connect. `rediss://host:port/#insecure`
+//! turns verification off (certificate and host name): only for testing.
+//!
+//! # Timeouts and failures
+//!
+//! [`RedisLock::new`] only parses; the connection is opened on first use,
+//! within `connect_timeout` (TCP connect plus AUTH/SELECT; host names are
+//! resolved by the system without a timeout). Every reply must arrive
+//! within `read_timeout`. Unreachable server, refused authentication or a
+//! timeout are [`Error::Connection`](crate::error::Error::Connection); a connection that failed is dropped.
+//!
+//! A command that failed by I/O (an idle connection closed by the server's
+//! `timeout` or a firewall, a reset, no reply within `read_timeout`, as
+//! under `CLIENT PAUSE … WRITE` during a `FAILOVER`, or EINTR) is sent once
+//! more on a new connection; an error reply is not. A release whose second
+//! try finds no key counts as released (the first try most likely deleted
+//! it; nobody else holds it). A waiter (`acquire` with a timeout) retries
+//! connection failures and LOADING/BUSY/MASTERDOWN/TRYAGAIN replies 20 to
+//! 100 ms apart until its deadline, then returns the last failure; a read
+//! cut short by a signal for which PHP has a handler ends the wait
+//! (`Ok(false)`).
+//!
+//! Messages say what failed in words: the address, the operation, the key
+//! (cut to 200 characters) and the OS or server reason, never Rust's
+//! "(os error N)" or the crate's error kinds.
+//!
+//! - `acquire` failing leaves the lock not held (or, on a held lock, held as
+//!   far as we know). If the server executed the script but every reply was
+//!   lost, the key stays until its TTL.
+//! - `renew` failing keeps the lock held as far as we know: [`RedisLock::is_held`]
+//!   stays true until the TTL from the last confirmed acquire or renew has
+//!   passed, and a later `renew` may still succeed.
+//! - `release` failing forgets the lock: it is not held any more, and the key
+//!   expires by its TTL.
+//!
+//! # TTL
+//!
+//! Sent in milliseconds, rounded up (so at least 1 ms); at most 10 years
+//! ([`MAX_TTL`]) — more is refused as a bad `$ttl`.
+//!
+//! # Auto-renew
+//!
+//! With [`RedisOptions::auto_renew`] a thread with its own connection renews
+//! the key every ttl/3 while the lock is held. It stops when the lock is
+//! released or dropped (woken at once, not after a sleep), or when it finds
+//! the key is no longer ours or could not renew before the TTL ran out; the
+//! lock is then lost. It always renews to the lock's TTL, also after a
+//! one-off `renew(Some(ttl))`.
+//!
+//! # Fork
+//!
+//! The lock belongs to the process that acquired it. In a child made by
+//! `fork()`, the lock is not held, `renew`/`release` return `false` without
+//! sending anything, and dropping it sends nothing: the inherited sockets
+//! are forgotten, never closed (closing a TLS session would corrupt the
+//! parent's), and the parent's renewal thread, which does not exist in the
+//! child, is neither joined nor signalled. The child may `acquire` on its
+//! own connection.
+//!
+//! # Where things are
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release, messages |
+//! | `scripts` | the three Lua scripts |
+//! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
+//! | `dsn` | parsing a DSN; the passwords kept out of messages |
+//! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
+//! | `listener` | a waiter's subscription to `<key>:released` |
+//! | `errors` | which failures are transient or fatal, and saying them in words |
+//! | `registry` | the keys this thread holds (a second object never waits on itself) |
+//! | `renewer` | the hold's shared state and the auto-renew thread |
+//! | `token` | the random part of a token |
+//! | `tests` | against real redis-servers (`tests/server.rs` starts them) |
+
+mod connection;
+mod dsn;
+mod errors;
+mod listener;
+mod lock;
+mod options;
+mod registry;
+mod renewer;
+mod scripts;
+#[cfg(test)]
+mod tests;
+mod token;
+
+pub use lock::RedisLock;
+pub use options::{
+    check_timeout, tls_supported, ttl_from_secs, RedisOptions, MAX_TIMEOUT, MAX_TTL,
+};

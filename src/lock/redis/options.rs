@@ -1,0 +1,81 @@
+//! Options, TTL and timeout limits, and their checks.
+
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// The longest TTL accepted: 10 years.
+pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+
+/// Whether `rediss://` DSNs work in this build (they do: rustls is built in).
+pub fn tls_supported() -> bool {
+    true
+}
+
+/// Connection settings of a [`RedisLock`](super::RedisLock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisOptions {
+    /// Limit for opening a connection, including AUTH and SELECT. Must be > 0.
+    pub connect_timeout: Duration,
+    /// Limit for each reply (and each write). Must be > 0.
+    pub read_timeout: Duration,
+    /// Renew the TTL from a background thread every ttl/3 while held.
+    pub auto_renew: bool,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+            auto_renew: false,
+        }
+    }
+}
+
+/// Converts a PHP `$ttl` in seconds, with the same checks as [`RedisLock::new`](super::RedisLock::new).
+///
+/// # Errors
+///
+/// [`Error::InvalidValue`] for `$ttl` when `seconds` is NaN, infinite, not
+/// positive, or longer than [`MAX_TTL`].
+pub fn ttl_from_secs(seconds: f64) -> Result<Duration> {
+    let ttl = Duration::try_from_secs_f64(seconds)
+        .map_err(|_| Error::value("$ttl", "must be a finite number greater than 0"))?;
+    check_ttl(ttl)
+}
+
+pub(super) fn check_ttl(ttl: Duration) -> Result<Duration> {
+    if ttl.is_zero() {
+        return Err(Error::value("$ttl", "must be greater than 0"));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::value(
+            "$ttl",
+            format!("must be at most {} seconds (10 years)", MAX_TTL.as_secs()),
+        ));
+    }
+    Ok(ttl)
+}
+
+/// The longest connect or read timeout: a day already means "never" for a
+/// cron job, and it keeps deadline arithmetic far from overflow.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// Refuses a zero timeout (the socket API does too) or one above
+/// [`MAX_TIMEOUT`].
+pub fn check_timeout(arg: &str, timeout: Duration) -> Result<Duration> {
+    if timeout.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(Error::value(
+            arg,
+            "must be a number of seconds greater than 0 and at most 86400",
+        ));
+    }
+    Ok(timeout)
+}
+
+/// Redis takes whole milliseconds; rounding up keeps a sub-millisecond TTL
+/// from becoming 0, which `SET PX` refuses.
+pub(super) fn ttl_ms(ttl: Duration) -> u64 {
+    // MAX_TTL keeps this far below u64::MAX.
+    ttl.as_nanos().div_ceil(1_000_000) as u64
+}

@@ -1,0 +1,114 @@
+//! The auto-renew thread, and the hold state it shares with the lock.
+
+use super::connection::{run_retrying_once, Server};
+use super::options::RedisOptions;
+use parking_lot::{Condvar, Mutex};
+use redis::ScriptInvocation;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Longest pause between auto-renew attempts after a failed one.
+const RENEW_RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// Shared between the lock and its renewal thread.
+pub(super) struct HoldState {
+    pub(super) acquired_at: Instant,
+    /// When the key expires at the earliest, as nanoseconds after
+    /// `acquired_at`; atomic so `is_held` never blocks on a renewal.
+    expires_after_ns: AtomicU64,
+    pub(super) lost: AtomicBool,
+    /// Serializes renewals so an older reply cannot overwrite the expiry a
+    /// newer one set.
+    pub(super) renew_gate: Mutex<()>,
+    stopping: Mutex<bool>,
+    stop_signal: Condvar,
+}
+
+impl HoldState {
+    pub(super) fn new(acquired_at: Instant, ttl: Duration) -> Self {
+        let state = HoldState {
+            acquired_at,
+            expires_after_ns: AtomicU64::new(0),
+            lost: AtomicBool::new(false),
+            renew_gate: Mutex::new(()),
+            stopping: Mutex::new(false),
+            stop_signal: Condvar::new(),
+        };
+        state.extend(acquired_at, ttl);
+        state
+    }
+
+    /// Records a confirmed expiry. `sent` is when the command left, so the
+    /// server's expiry (counted from when it arrived) is never earlier.
+    pub(super) fn extend(&self, sent: Instant, ttl: Duration) {
+        let after = sent.saturating_duration_since(self.acquired_at) + ttl;
+        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
+        self.expires_after_ns.store(nanos, Ordering::Release);
+    }
+
+    pub(super) fn is_valid(&self) -> bool {
+        let expires_after = Duration::from_nanos(self.expires_after_ns.load(Ordering::Acquire));
+        !self.lost.load(Ordering::Acquire) && self.acquired_at.elapsed() < expires_after
+    }
+
+    pub(super) fn signal_stop(&self) {
+        *self.stopping.lock() = true;
+        self.stop_signal.notify_all();
+    }
+
+    /// Sleeps until `until` or a stop request; true when asked to stop.
+    pub(super) fn wait_for_stop(&self, until: Instant) -> bool {
+        let mut stopping = self.stopping.lock();
+        while !*stopping {
+            if self
+                .stop_signal
+                .wait_until(&mut stopping, until)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        *stopping
+    }
+}
+
+/// The auto-renew thread's work; owns its own connection.
+pub(super) struct Renewal {
+    pub(super) server: Server,
+    pub(super) options: RedisOptions,
+    pub(super) invocation: ScriptInvocation<'static>,
+    pub(super) ttl: Duration,
+}
+
+impl Renewal {
+    pub(super) fn run(self, state: &HoldState) {
+        let period = (self.ttl / 3).max(Duration::from_millis(1));
+        let mut conn = None;
+        let mut next = state.acquired_at + period;
+        while !state.wait_for_stop(next) {
+            let gate = state.renew_gate.lock();
+            let sent = Instant::now();
+            let outcome =
+                run_retrying_once(&mut conn, &self.server, &self.options, false, |conn| {
+                    self.invocation.invoke::<i64>(conn)
+                });
+            match outcome {
+                Ok((1, _)) => {
+                    state.extend(sent, self.ttl);
+                    next = sent + period;
+                }
+                Ok(_) => {
+                    state.lost.store(true, Ordering::Release);
+                    return;
+                }
+                // The key has expired unrenewed: someone else may hold it.
+                Err(_) if !state.is_valid() => {
+                    state.lost.store(true, Ordering::Release);
+                    return;
+                }
+                Err(_) => next = Instant::now() + period.min(RENEW_RETRY_MAX),
+            }
+            drop(gate);
+        }
+    }
+}

@@ -1,0 +1,911 @@
+//! Tests against real redis-servers started per test (see [`server`]).
+
+mod server;
+
+use super::dsn::Secrets;
+use super::options::ttl_ms;
+use super::*;
+use crate::error::{Error, Result};
+use crate::lock::{sys, Wait};
+use redis::{Connection, IntoConnectionInfo};
+use server::{raw_client, Listen, TestServer, ENV_LOCK};
+use std::collections::HashSet;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn new_lock(dsn: &str, key: &str, ttl: Duration) -> RedisLock {
+    RedisLock::new(dsn, key, ttl, RedisOptions::default()).unwrap()
+}
+
+fn auto_renewing(dsn: &str, key: &str, ttl: Duration) -> RedisLock {
+    let options = RedisOptions {
+        auto_renew: true,
+        ..RedisOptions::default()
+    };
+    RedisLock::new(dsn, key, ttl, options).unwrap()
+}
+
+fn within(timeout: Duration) -> Wait {
+    Wait::Until(Instant::now() + timeout)
+}
+
+fn get(raw: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(raw).unwrap()
+}
+
+fn pttl(raw: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(raw).unwrap()
+}
+
+fn subscribers(raw: &mut Connection) -> i64 {
+    let (_, count): (String, i64) = redis::cmd("PUBSUB")
+        .arg(&["NUMSUB", "job:released"])
+        .query(raw)
+        .unwrap();
+    count
+}
+
+fn evalsha_calls(raw: &mut Connection) -> u64 {
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+fn connection_error(result: Result<bool>) -> String {
+    match result {
+        Err(Error::Connection(message)) => message,
+        other => panic!("expected a connection error, got {other:?}"),
+    }
+}
+
+fn bad_argument(result: Result<RedisLock>) -> (String, String) {
+    match result {
+        Err(Error::InvalidValue { arg, reason }) => (arg, reason),
+        Err(other) => panic!("expected a bad value, got {other:?}"),
+        Ok(_) => panic!("expected a bad value, got a lock"),
+    }
+}
+
+#[test]
+fn new_validates_arguments_without_connecting() {
+    let dsn = "redis://127.0.0.1:1";
+    let ttl = Duration::from_secs(1);
+    let options = RedisOptions::default();
+    assert_eq!(
+        bad_argument(RedisLock::new(dsn, "", ttl, options)).0,
+        "$key"
+    );
+    assert_eq!(
+        bad_argument(RedisLock::new(dsn, "a\0b", ttl, options)).0,
+        "$key"
+    );
+    assert_eq!(
+        bad_argument(RedisLock::new(dsn, "k", Duration::ZERO, options)).0,
+        "$ttl"
+    );
+    let too_long = MAX_TTL + Duration::from_nanos(1);
+    assert_eq!(
+        bad_argument(RedisLock::new(dsn, "k", too_long, options)).0,
+        "$ttl"
+    );
+    let no_connect = RedisOptions {
+        connect_timeout: Duration::ZERO,
+        ..options
+    };
+    let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, no_connect));
+    assert_eq!(arg, "$options['connect_timeout']");
+    let no_read = RedisOptions {
+        read_timeout: Duration::ZERO,
+        ..options
+    };
+    let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, no_read));
+    assert_eq!(arg, "$options['read_timeout']");
+    let endless = RedisOptions {
+        connect_timeout: MAX_TIMEOUT + Duration::from_secs(1),
+        ..options
+    };
+    let (arg, _) = bad_argument(RedisLock::new(dsn, "k", ttl, endless));
+    assert_eq!(
+        arg, "$options['connect_timeout']",
+        "no deadline may overflow"
+    );
+    assert!(RedisLock::new(
+        dsn,
+        "k",
+        ttl,
+        RedisOptions {
+            read_timeout: MAX_TIMEOUT,
+            ..options
+        }
+    )
+    .is_ok());
+
+    for bad_dsn in [
+        "",
+        "localhost:6379",
+        "http://:Sup3r-S3cret@127.0.0.1",
+        "redis://:Sup3r-S3cret@127.0.0.1/notadb",
+        "redis://user:Sup3r-S3cret@127.0.0.1:99999",
+        "redis://:Sup3r%2DS3cret@127.0.0.1/x",
+        "rediss://:Sup3r-S3cret@127.0.0.1/#verify",
+        "redis://:Sup3r-S3cret@0.0.0.0",
+        "unix:///tmp/redis.sock?pass=Sup3r-S3cret&db=x",
+        "redis://:Sup3r-S3cret@127.0.0.1:6379\0",
+        "\0redis://:Sup3r-S3cret@127.0.0.1",
+        "unix:///tmp/cronlock\0.sock",
+        "redis://:Sup3r-S3cret@127.0.0.1\t/0",
+        " redis://:Sup3r-S3cret@127.0.0.1",
+        "redis://:Sup3r-S3cret@127.0.0.1/-1",
+    ] {
+        let (arg, reason) = bad_argument(RedisLock::new(bad_dsn, "k", ttl, options));
+        assert_eq!(arg, "$dsn", "{bad_dsn}");
+        assert!(!reason.contains("S3cret"), "{bad_dsn}: {reason}");
+        assert!(
+            !reason.contains("InvalidClientConfig"),
+            "{bad_dsn}: {reason}"
+        );
+    }
+
+    // Lazy: nothing listens on port 1, yet nothing fails before acquire.
+    let started = Instant::now();
+    let mut lock = new_lock("redis://127.0.0.1:1", "k", ttl);
+    assert_eq!(lock.release(), Ok(false));
+    assert_eq!(lock.renew(None), Ok(false));
+    assert!(!lock.is_held());
+    assert_eq!((lock.token(), lock.fencing_token()), (None, None));
+    assert_eq!((lock.key(), lock.ttl), ("k", ttl));
+    drop(lock);
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(tls_supported());
+}
+
+#[test]
+fn ttl_conversions() {
+    assert_eq!(ttl_from_secs(1.5), Ok(Duration::from_millis(1500)));
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e10] {
+        assert!(
+            matches!(ttl_from_secs(bad), Err(Error::InvalidValue { arg, .. }) if arg == "$ttl")
+        );
+    }
+    assert_eq!(ttl_ms(Duration::from_nanos(1)), 1);
+    assert_eq!(ttl_ms(Duration::from_millis(1)), 1);
+    assert_eq!(ttl_ms(Duration::from_micros(1001)), 2);
+    assert_eq!(ttl_ms(MAX_TTL), MAX_TTL.as_secs() * 1000);
+}
+
+#[test]
+fn scrub_removes_every_form_of_the_password() {
+    let dsn = "redis://user:p%40ss@127.0.0.1/0";
+    let mut secrets = Secrets::in_dsn(dsn);
+    let info = dsn.into_connection_info().unwrap();
+    secrets.add(info.redis_settings().password());
+    assert_eq!(
+        secrets.scrub("a p%40ss b p@ss c".to_owned()),
+        "a *** b *** c"
+    );
+    let unix = Secrets::in_dsn("unix:///run/redis.sock?pass=a%2Bb&db=1");
+    assert_eq!(unix.scrub("a%2Bb a+b".to_owned()), "*** ***");
+}
+
+#[test]
+fn acquire_contention_release() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut a = new_lock(&dsn, "job", Duration::from_secs(10));
+    let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    assert!(a.is_held());
+    let token = a.token().unwrap().to_owned();
+    let fence = a.fencing_token();
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg("job")
+        .arg(2_000)
+        .query(&mut raw)
+        .unwrap();
+    let before = evalsha_calls(&mut raw);
+    assert_eq!(a.acquire(Wait::Once), Ok(true), "holding again: still ours");
+    assert_eq!(evalsha_calls(&mut raw), before + 1, "asks the server, once");
+    assert!(
+        (9_000..=10_000).contains(&pttl(&mut raw, "job")),
+        "and extends the TTL to the lock's"
+    );
+    assert_eq!(
+        (a.token(), a.fencing_token()),
+        (Some(token.as_str()), fence)
+    );
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+
+    // Another object of this thread on the same key: busy at once,
+    // without a round trip; a wait would deadlock and is refused.
+    let before = evalsha_calls(&mut raw);
+    assert_eq!(b.acquire(Wait::Once), Ok(false));
+    assert!(b.busy_in_this_process());
+    assert_eq!(evalsha_calls(&mut raw), before);
+    match b.acquire(within(Duration::from_secs(5))) {
+        Err(Error::Lock(message)) => assert!(
+            message.contains("redis key 'job' at 127.0.0.1:")
+                && message.contains("is already held by this process")
+                && message.contains("waiting for it would deadlock"),
+            "{message}"
+        ),
+        other => panic!("expected a LockException, got {other:?}"),
+    }
+    assert!(!b.is_held());
+    assert_eq!(
+        b.last_holder(),
+        Some((sys::current_pid(), sys::hostname())),
+        "the busy reply names the holder"
+    );
+    assert_eq!((b.token(), b.fencing_token()), (None, None));
+    assert_eq!(b.release(), Ok(false));
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+
+    assert_eq!(a.renew(Some(Duration::from_secs(30))), Ok(true));
+    assert!((29_000..=30_000).contains(&pttl(&mut raw, "job")));
+    assert_eq!(a.renew(None), Ok(true));
+    assert!(pttl(&mut raw, "job") <= 10_000);
+    assert!(matches!(
+        a.renew(Some(Duration::ZERO)),
+        Err(Error::InvalidValue { .. })
+    ));
+
+    assert_eq!(a.release(), Ok(true));
+    assert!(!a.is_held());
+    assert_eq!(a.token(), None);
+    assert_eq!(get(&mut raw, "job"), None);
+    assert_eq!(a.release(), Ok(false), "release is idempotent");
+
+    assert_eq!(b.acquire(Wait::Once), Ok(true));
+    drop(b);
+    assert_eq!(get(&mut raw, "job"), None, "drop releases");
+}
+
+#[test]
+fn tokens_are_random_and_fencing_increases_across_holders() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut locks = [
+        new_lock(&dsn, "job", Duration::from_secs(10)),
+        new_lock(&dsn, "job", Duration::from_secs(10)),
+    ];
+    let mut tokens = HashSet::new();
+    let mut last_fence = 0;
+    for round in 0..6 {
+        let lock = &mut locks[round % 2];
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        let token = lock.token().unwrap().to_owned();
+        let (random, holder) = token.split_once(':').unwrap();
+        assert_eq!(random.len(), 32, "128 bits in hex");
+        assert!(random.bytes().all(|b| b.is_ascii_hexdigit()));
+        let pid = sys::current_pid();
+        assert_eq!(holder, format!("{pid}@{}", sys::hostname()));
+        assert!(tokens.insert(token));
+        let fence = lock.fencing_token().unwrap();
+        assert!(fence > last_fence);
+        last_fence = fence;
+        let counter: i64 = redis::cmd("GET").arg("job:fence").query(&mut raw).unwrap();
+        assert_eq!(counter, fence);
+        assert_eq!(lock.release(), Ok(true));
+    }
+}
+
+#[test]
+fn expired_lock_taken_over_is_left_alone() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut old = new_lock(&dsn, "job", Duration::from_millis(150));
+    let mut new = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(old.acquire(Wait::Once), Ok(true));
+    thread::sleep(Duration::from_millis(300));
+    assert!(!old.is_held(), "the TTL ran out");
+    assert_eq!(old.token(), None);
+    assert_eq!(new.acquire(Wait::Once), Ok(true));
+    let token = new.token().unwrap().to_owned();
+
+    assert_eq!(old.renew(None), Ok(false));
+    assert_eq!(old.release(), Ok(false));
+    assert!(!old.is_held());
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+    assert!(
+        pttl(&mut raw, "job") > 9_000,
+        "not shortened by the old holder"
+    );
+    assert!(new.is_held());
+}
+
+#[test]
+fn excludes_and_respects_plain_set_nx_clients() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
+    let set_nx = |raw: &mut Connection, ttl: Option<u64>| -> bool {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg("job").arg("other").arg("NX");
+        if let Some(ttl) = ttl {
+            cmd.arg("PX").arg(ttl);
+        }
+        cmd.query::<Option<String>>(raw).unwrap().is_some()
+    };
+
+    assert!(set_nx(&mut raw, Some(10_000)));
+    assert_eq!(lock.acquire(Wait::Once), Ok(false));
+    assert_eq!(
+        lock.last_holder(),
+        None,
+        "another client's value names nobody"
+    );
+    assert_eq!(lock.release(), Ok(false));
+    assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
+    let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    assert!(!set_nx(&mut raw, None));
+    assert_eq!(lock.release(), Ok(true));
+    assert!(set_nx(&mut raw, None), "a key without TTL");
+
+    // A waiter gives up at its deadline...
+    let started = Instant::now();
+    assert_eq!(lock.acquire(within(Duration::from_millis(300))), Ok(false));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(900));
+
+    // ...and notices a DEL that publishes nothing by polling.
+    let waiter = thread::spawn(move || {
+        let acquired = lock.acquire(within(Duration::from_secs(5)));
+        (acquired, Instant::now())
+    });
+    thread::sleep(Duration::from_millis(200));
+    let deleted = Instant::now();
+    let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    let (acquired, at) = waiter.join().unwrap();
+    assert_eq!(acquired, Ok(true));
+    let latency = at.saturating_duration_since(deleted);
+    println!("plain DEL -> waiter holds: {latency:?}");
+    assert!(latency < Duration::from_millis(500));
+}
+
+#[test]
+fn waiter_takes_over_on_release_and_on_expiry() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut holder = new_lock(&dsn, "job", Duration::from_secs(10));
+    let mut waiter = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(holder.acquire(Wait::Once), Ok(true));
+
+    let waiting = thread::spawn(move || {
+        let acquired = waiter.acquire(within(Duration::from_secs(5)));
+        (acquired, Instant::now(), waiter)
+    });
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        subscribers(&mut raw),
+        1,
+        "the waiter listens for the release"
+    );
+    let released = Instant::now();
+    assert_eq!(holder.release(), Ok(true));
+    let (acquired, at, mut waiter) = waiting.join().unwrap();
+    assert_eq!(acquired, Ok(true));
+    let latency = at.saturating_duration_since(released);
+    println!("release -> waiter holds: {latency:?}");
+    assert!(latency < Duration::from_millis(500));
+    assert_eq!(subscribers(&mut raw), 0);
+    assert_eq!(get(&mut raw, "job").as_deref(), waiter.token());
+    assert_eq!(waiter.release(), Ok(true));
+
+    // A holder that died: the key's PTTL bounds the wait.
+    let _: () = redis::cmd("SET")
+        .arg("job")
+        .arg("crashed")
+        .arg("PX")
+        .arg(300)
+        .query(&mut raw)
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(waiter.acquire(Wait::Forever), Ok(true));
+    let waited = started.elapsed();
+    println!("expiry -> waiter holds after {waited:?}");
+    assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(1));
+}
+
+#[test]
+fn authenticates_with_password_and_acl_user() {
+    let server = TestServer::start_with(
+        Listen::Tcp,
+        ":Master-Pw-7x@",
+        &["--requirepass", "Master-Pw-7x"],
+    );
+    let mut raw = server.raw();
+    // Redis 7 gives new users no channel rights: PUBLISH is refused.
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "cron", "on", ">Cron-Pw-9z", "~*", "+@all"])
+        .query(&mut raw)
+        .unwrap();
+    let address = format!("127.0.0.1:{}", server.port);
+    let user_dsn = format!("redis://cron:Cron-Pw-9z@{address}");
+    let mut as_user = raw_client(&user_dsn);
+    assert!(redis::cmd("PUBLISH")
+        .arg("c")
+        .arg("m")
+        .query::<i64>(&mut as_user)
+        .is_err());
+
+    let mut lock = new_lock(
+        &format!("redis://:Master-Pw-7x@{address}"),
+        "job",
+        Duration::from_secs(10),
+    );
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    assert_eq!(lock.release(), Ok(true));
+
+    let mut holder = new_lock(&user_dsn, "job", Duration::from_secs(10));
+    let mut waiter = new_lock(&user_dsn, "job", Duration::from_secs(10));
+    assert_eq!(holder.acquire(Wait::Once), Ok(true));
+    let waiting = thread::spawn(move || {
+        let acquired = waiter.acquire(within(Duration::from_secs(5)));
+        (acquired, Instant::now(), waiter)
+    });
+    thread::sleep(Duration::from_millis(200));
+    let released = Instant::now();
+    assert_eq!(
+        holder.release(),
+        Ok(true),
+        "release works without PUBLISH rights"
+    );
+    let (acquired, at, mut waiter) = waiting.join().unwrap();
+    assert_eq!(acquired, Ok(true));
+    assert!(at.saturating_duration_since(released) < Duration::from_millis(500));
+    assert_eq!(waiter.release(), Ok(true));
+
+    for dsn in [
+        format!("redis://:Wrong-Pw-1x@{address}"),
+        format!("redis://cron:Wrong-Pw-1x@{address}"),
+        format!("redis://nobody:Wrong-Pw-1x@{address}"),
+        format!("redis://{address}"),
+    ] {
+        let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
+        let started = Instant::now();
+        let message = connection_error(lock.acquire(Wait::Once));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        println!("{message}");
+        for password in ["Wrong-Pw-1x", "Master-Pw-7x", "Cron-Pw-9z"] {
+            assert!(!message.contains(password), "{message}");
+        }
+        assert!(!lock.is_held());
+    }
+}
+
+#[test]
+fn selects_the_database() {
+    let server = TestServer::start();
+    let dsn = server.raw_dsn();
+    let mut lock = new_lock(&format!("{dsn}/3"), "job", Duration::from_secs(10));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let mut db3 = raw_client(&format!("{dsn}/3"));
+    assert_eq!(get(&mut db3, "job").as_deref(), lock.token());
+    assert!(get(&mut db3, "job:fence").is_some());
+    assert_eq!(get(&mut server.raw(), "job"), None);
+    assert_eq!(lock.release(), Ok(true));
+}
+
+#[test]
+fn connects_over_a_unix_socket() {
+    let server = TestServer::start_with(Listen::Unix, "", &["--unixsocketperm", "700"]);
+    let dsn = server.raw_dsn();
+    let mut a = new_lock(&dsn, "job", Duration::from_secs(10));
+    let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    assert_eq!(b.acquire(Wait::Once), Ok(false));
+    assert_eq!(a.release(), Ok(true));
+
+    let mut in_db2 = new_lock(&format!("{dsn}?db=2"), "job", Duration::from_secs(10));
+    assert_eq!(in_db2.acquire(Wait::Once), Ok(true));
+    let mut db2 = raw_client(&format!("{dsn}?db=2"));
+    assert_eq!(get(&mut db2, "job").as_deref(), in_db2.token());
+    assert_eq!(b.acquire(Wait::Once), Ok(true), "db 0 is another key");
+}
+
+#[test]
+fn tls_verifies_with_ssl_cert_file_unless_insecure() {
+    let _env = ENV_LOCK.lock();
+    let server = TestServer::start_with(Listen::Tls, "", &[]);
+    let verified = format!("rediss://127.0.0.1:{}", server.port);
+    let previous = std::env::var_os("SSL_CERT_FILE");
+
+    std::env::set_var("SSL_CERT_FILE", server.dir.join("ca.crt"));
+    let mut a = new_lock(&verified, "job", Duration::from_secs(10));
+    let mut b = new_lock(&verified, "job", Duration::from_secs(10));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    assert_eq!(b.acquire(Wait::Once), Ok(false));
+    assert_eq!(a.release(), Ok(true));
+
+    std::env::set_var("SSL_CERT_FILE", server.dir.join("other-ca.crt"));
+    let mut untrusted = new_lock(&verified, "job", Duration::from_secs(10));
+    let message = connection_error(untrusted.acquire(Wait::Once));
+    println!("{message}");
+    let mut insecure = new_lock(
+        &format!("{verified}/#insecure"),
+        "job",
+        Duration::from_secs(10),
+    );
+    assert_eq!(insecure.acquire(Wait::Once), Ok(true));
+    assert_eq!(insecure.release(), Ok(true));
+
+    match previous {
+        Some(value) => std::env::set_var("SSL_CERT_FILE", value),
+        None => std::env::remove_var("SSL_CERT_FILE"),
+    }
+}
+
+#[test]
+fn dead_server_fails_fast_and_forgets_on_release() {
+    let mut server = TestServer::start();
+    let dsn = server.raw_dsn();
+    let mut released = new_lock(&dsn, "a", Duration::from_secs(10));
+    let mut renewed = new_lock(&dsn, "b", Duration::from_secs(10));
+    let mut expired = new_lock(&dsn, "c", Duration::from_millis(100));
+    assert_eq!(released.acquire(Wait::Once), Ok(true));
+    assert_eq!(renewed.acquire(Wait::Once), Ok(true));
+    assert_eq!(expired.acquire(Wait::Once), Ok(true));
+    server.kill();
+    thread::sleep(Duration::from_millis(150));
+    assert_eq!(
+        expired.release(),
+        Ok(false),
+        "past its TTL the key is not ours: nothing to send to a dead server"
+    );
+
+    let started = Instant::now();
+    connection_error(released.release());
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(!released.is_held(), "the key expires by its TTL");
+    assert_eq!(released.release(), Ok(false));
+
+    connection_error(renewed.renew(None));
+    assert!(renewed.is_held(), "still ours until the TTL runs out");
+
+    let started = Instant::now();
+    let message = connection_error(released.acquire(Wait::Once));
+    println!("{message}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn unresponsive_server_times_out() {
+    // Accepts TCP connections (the kernel does) but never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let options = RedisOptions {
+        connect_timeout: Duration::from_millis(200),
+        ..RedisOptions::default()
+    };
+    // AUTH and SELECT share the one connect deadline.
+    for dsn in [
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://cron:pw@127.0.0.1:{port}/3"),
+    ] {
+        let mut lock = RedisLock::new(&dsn, "job", Duration::from_secs(10), options).unwrap();
+        let started = Instant::now();
+        let message = connection_error(lock.acquire(Wait::Once));
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(150) && waited < Duration::from_millis(600),
+            "{dsn}: {waited:?}"
+        );
+        assert!(
+            message.contains("cannot connect to Redis at 127.0.0.1:")
+                && message.contains("no answer within 200 ms"),
+            "{message}"
+        );
+    }
+
+    let server = TestServer::start();
+    let options = RedisOptions {
+        read_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    };
+    let mut lock =
+        RedisLock::new(&server.raw_dsn(), "job", Duration::from_secs(10), options).unwrap();
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "1500", "ALL"])
+        .query(&mut server.raw())
+        .unwrap();
+    let paused = Instant::now();
+    // No answer within read_timeout, then none to the reconnect's PING
+    // within connect_timeout.
+    let message = connection_error(lock.renew(None));
+    let waited = paused.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1250) && waited < Duration::from_millis(2500),
+        "{waited:?}"
+    );
+    assert!(message.contains("no answer within 1000 ms"), "{message}");
+    assert!(lock.is_held());
+    thread::sleep(Duration::from_millis(1600).saturating_sub(paused.elapsed()));
+    assert_eq!(lock.renew(None), Ok(true), "reconnects");
+}
+
+#[test]
+fn auto_renew_keeps_the_lock_until_release() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut lock = auto_renewing(&dsn, "job", Duration::from_millis(300));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let token = lock.token().unwrap().to_owned();
+    for _ in 0..15 {
+        thread::sleep(Duration::from_millis(100));
+        assert!(lock.is_held());
+        assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+    }
+    assert_eq!(lock.release(), Ok(true));
+    let calls = evalsha_calls(&mut raw);
+    thread::sleep(Duration::from_millis(350));
+    assert_eq!(evalsha_calls(&mut raw), calls, "the renewer stopped");
+
+    // A renewer sleeping for 10 s is woken at once by release and drop.
+    let mut lock = auto_renewing(&dsn, "job", Duration::from_secs(30));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let started = Instant::now();
+    assert_eq!(lock.release(), Ok(true));
+    assert!(started.elapsed() < Duration::from_millis(300));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let started = Instant::now();
+    drop(lock);
+    assert!(started.elapsed() < Duration::from_millis(300));
+    assert_eq!(get(&mut raw, "job"), None);
+}
+
+#[test]
+fn auto_renew_notices_a_lost_lock() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let mut lock = auto_renewing(&server.raw_dsn(), "job", Duration::from_millis(300));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let _: () = redis::cmd("SET")
+        .arg("job")
+        .arg("intruder")
+        .query(&mut raw)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while lock.is_held() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!lock.is_held());
+    assert_eq!(lock.renew(None), Ok(false));
+    assert_eq!(lock.release(), Ok(false));
+    assert_eq!(get(&mut raw, "job").as_deref(), Some("intruder"));
+}
+
+#[test]
+fn fence_counter_of_the_wrong_type_leaves_no_lock_behind() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let _: i64 = redis::cmd("HSET")
+        .arg(&["job:fence", "f", "v"])
+        .query(&mut raw)
+        .unwrap();
+    let mut lock = new_lock(&server.raw_dsn(), "job", Duration::from_secs(10));
+    assert!(matches!(lock.acquire(Wait::Once), Err(Error::Lock(_))));
+    assert!(!lock.is_held());
+    assert_eq!(get(&mut raw, "job"), None);
+}
+
+/// Waits for a forked child; kills it if it hangs.
+fn exit_status(pid: libc::pid_t) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = 0;
+    loop {
+        // SAFETY: `pid` is our child and `status` a live c_int.
+        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if done == pid {
+            return if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                -1
+            };
+        }
+        if Instant::now() > deadline {
+            // SAFETY: signalling our own child, then reaping it.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return -2;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn forked_child_never_touches_the_parents_lock() {
+    let _env = ENV_LOCK.lock();
+    // TLS: had the child written to or closed the shared session, the
+    // parent's next command on it would fail.
+    let server = TestServer::start_with(Listen::Tls, "", &[]);
+    let mut raw = server.raw();
+    let mut lock = auto_renewing(&server.raw_dsn(), "job", Duration::from_secs(5));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let token = lock.token().unwrap().to_owned();
+
+    for uses_the_lock in [false, true] {
+        // SAFETY: the child only runs the lock's fork-aware code and
+        // leaves by _exit, without running the test harness's code.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let inert = !uses_the_lock
+                || (!lock.is_held()
+                    && lock.token().is_none()
+                    && lock.renew(None) == Ok(false)
+                    && lock.release() == Ok(false)
+                    && lock.acquire(Wait::Once) == Ok(false));
+            drop(lock);
+            // SAFETY: ends the child without unwinding or atexit handlers.
+            unsafe { libc::_exit(if inert { 0 } else { 1 }) }
+        }
+        assert_eq!(exit_status(pid), 0);
+        assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+        assert!(lock.is_held());
+        assert_eq!(lock.renew(None), Ok(true), "the TLS session is intact");
+    }
+    assert_eq!(lock.release(), Ok(true));
+}
+
+#[test]
+fn acquire_on_a_held_lock_asks_the_server() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut a = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    assert_eq!(
+        a.acquire(Wait::Once),
+        Ok(false),
+        "the key is gone: the hold is lost"
+    );
+    assert!(!a.is_held());
+    assert_eq!(get(&mut raw, "job"), None, "and not silently retaken");
+    assert_eq!(a.acquire(Wait::Once), Ok(true), "a new acquire takes it");
+
+    let _: () = redis::cmd("SET")
+        .arg(&["job", "intruder"])
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(a.acquire(within(Duration::from_secs(1))), Ok(false));
+    assert!(!a.is_held());
+    assert_eq!(get(&mut raw, "job").as_deref(), Some("intruder"));
+    assert_eq!(a.release(), Ok(false));
+
+    // A second object may take the key once the first lost it.
+    let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    let _: i64 = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    assert_eq!(a.acquire(Wait::Once), Ok(false));
+    assert_eq!(b.acquire(Wait::Once), Ok(true));
+    assert!(!b.busy_in_this_process());
+}
+
+#[test]
+fn a_connection_the_server_dropped_is_retried_once() {
+    let server = TestServer::start_with(Listen::Tcp, "", &["--timeout", "1"]);
+    let dsn = server.raw_dsn();
+    let mut lock = auto_renewing(&dsn, "job", Duration::from_secs(30));
+    let mut renewed = new_lock(&dsn, "other", Duration::from_secs(30));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    assert_eq!(renewed.acquire(Wait::Once), Ok(true));
+    // Idle for longer than the server's timeout: it closes both.
+    thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(renewed.renew(None), Ok(true));
+    assert_eq!(renewed.acquire(Wait::Once), Ok(true));
+    assert_eq!(lock.release(), Ok(true));
+    assert_eq!(get(&mut server.raw(), "job"), None);
+    thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(renewed.release(), Ok(true));
+    assert_eq!(get(&mut server.raw(), "other"), None);
+}
+
+#[test]
+fn a_waiter_rides_out_a_server_restart() {
+    let mut server = TestServer::start();
+    let dsn = server.raw_dsn();
+    let _: () = redis::cmd("SET")
+        .arg(&["job", "other"])
+        .query(&mut server.raw())
+        .unwrap();
+    let mut waiter = new_lock(&dsn, "job", Duration::from_secs(10));
+    let waiting = thread::spawn(move || {
+        let acquired = waiter.acquire(within(Duration::from_secs(20)));
+        (acquired, waiter)
+    });
+    thread::sleep(Duration::from_millis(300));
+    server.kill();
+    thread::sleep(Duration::from_millis(700));
+    let port = server.port.to_string();
+    let restarted = Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--port", &port])
+        .arg("--dir")
+        .arg(&server.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    server.child = restarted;
+    assert!(server.wait_until_ready());
+    let (acquired, waiter) = waiting.join().unwrap();
+    assert_eq!(acquired, Ok(true));
+    assert_eq!(get(&mut server.raw(), "job").as_deref(), waiter.token());
+}
+
+#[test]
+fn messages_say_what_happened_in_words() {
+    let mut server = TestServer::start();
+    let dsn = server.raw_dsn();
+    let long_key = "k".repeat(1_000);
+    let mut lock = new_lock(&dsn, &long_key, Duration::from_secs(10));
+    let mut raw = server.raw();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "1"])
+        .query(&mut raw)
+        .unwrap();
+    let message = connection_error(lock.acquire(Wait::Once));
+    assert!(
+        message.contains("refused to acquire key 'kkk")
+            && message.contains("…': out of memory (maxmemory reached)")
+            && !message.contains(&"k".repeat(201)),
+        "{message}"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "0"])
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER", "cron", "on", ">pw", "~*", "+@all", "-evalsha", "-eval",
+        ])
+        .query(&mut raw)
+        .unwrap();
+    let mut denied = new_lock(
+        &format!("redis://cron:pw@127.0.0.1:{}", server.port),
+        "job",
+        Duration::from_secs(10),
+    );
+    let message = connection_error(denied.acquire(Wait::Once));
+    assert!(
+        message.contains(": permission denied by ACL ("),
+        "{message}"
+    );
+    let _: () = redis::cmd("REPLICAOF")
+        .arg(&["127.0.0.1", "1"])
+        .query(&mut raw)
+        .unwrap();
+    let message =
+        connection_error(new_lock(&dsn, "job", Duration::from_secs(1)).acquire(Wait::Once));
+    assert!(
+        message.ends_with(": it is a read-only replica"),
+        "{message}"
+    );
+    server.kill();
+    let message = connection_error(lock.acquire(Wait::Once));
+    assert!(
+        message.starts_with("cannot connect to Redis at 127.0.0.1:")
+            && message.ends_with(": Connection refused"),
+        "{message}"
+    );
+    assert!(!message.contains("os error"), "{message}");
+}
