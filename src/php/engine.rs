@@ -1,13 +1,16 @@
 //! Engine calls that ext-php-rs does not wrap.
 
 use ext_php_rs::types::{ZendCallable, Zval};
-use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry};
+use ext_php_rs::ffi::zend_execute_data;
+use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry, ProcessGlobals};
 use std::ffi::{c_char, CStr};
 
 extern "C" {
     fn zend_throw_unwind_exit();
     fn zend_exception_save();
     fn zend_exception_restore();
+    fn zend_set_memory_limit(limit: usize) -> i32;
+    fn zend_memory_usage(real_usage: bool) -> usize;
     #[link_name = "display_ini_entries"]
     fn php_display_ini_entries(module: *mut ModuleEntry);
     fn zend_ini_string_ex(
@@ -20,10 +23,47 @@ extern "C" {
 
 /// What `exit($status)` does: the script unwinds through `finally` blocks
 /// and shutdown functions, then the process exits with `status`.
+/// Not with an exception pending: that one propagates instead (the engine
+/// must never get an unwind exit on top of a pending exception).
 pub fn exit(status: i32) {
+    if ExecutorGlobals::has_exception() {
+        return;
+    }
     ExecutorGlobals::get_mut().exit_status = status;
-    // SAFETY: called from inside a PHP function call, as the exit opcode does.
+    // SAFETY: called from inside a PHP function call, as the exit opcode
+    // does, with no exception pending (checked above).
     unsafe { zend_throw_unwind_exit() };
+}
+
+/// The frame PHP is executing now (for [`restore_frame`]).
+pub fn current_frame() -> *mut zend_execute_data {
+    ExecutorGlobals::get().current_execute_data
+}
+
+/// After a bailout out of PHP code we called, the engine still points at the
+/// frame where the fatal error happened; PHP code called from here on must
+/// see our caller's frame as its parent instead, as after a normal return.
+pub fn restore_frame(frame: *mut zend_execute_data) {
+    ExecutorGlobals::get_mut().current_execute_data = frame;
+}
+
+/// Runs `f` with the memory limit lifted, then puts `memory_limit` back as
+/// PHP's own fatal-error path does. A job that died of `memory_limit` left
+/// nothing to spare, and calling PHP code needs a little memory.
+pub fn with_memory_limit_lifted<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: plain setters of the request's allocator limit.
+    unsafe { zend_set_memory_limit(usize::MAX >> 1) };
+    let result = f();
+    let configured = ProcessGlobals::get().memory_limit;
+    let limit = usize::try_from(configured).unwrap_or(usize::MAX >> 1);
+    // SAFETY: as above. Below the memory in use it fails (as PHP's own
+    // restore does then); the limit is then held at what is in use.
+    unsafe {
+        if zend_set_memory_limit(limit) != 0 {
+            zend_set_memory_limit(zend_memory_usage(true));
+        }
+    }
+    result
 }
 
 /// Runs `f` with any pending exception (or `exit()` unwind) set aside, so
