@@ -238,7 +238,12 @@ mod holds {
                 return Ok(());
             };
             if ExecutorGlobals::has_exception() {
-                let _ = engine::with_exception_saved(|| release_logged(&lock, false));
+                // The job threw, called exit(), or died of memory_limit,
+                // which PHP unwinds like exit(): there may be no memory
+                // left to call release() with.
+                engine::with_room_for_cleanup(|| {
+                    engine::with_exception_saved(|| release_logged(&lock, false))
+                })?;
                 return Ok(());
             }
             release_logged(&lock, true)
@@ -298,7 +303,7 @@ mod holds {
     /// that hit `memory_limit` left none to spare.
     pub fn release_all_after_fatal() {
         let all: Vec<(u64, Zval)> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
-        engine::with_memory_limit_lifted(|| {
+        engine::with_room_for_cleanup(|| {
             for (_, lock) in all.iter().rev() {
                 engine::with_exception_saved(|| {
                     let _ = release_logged(lock, false);

@@ -163,7 +163,8 @@ pub fn not_serializable(class: &str) -> PhpException {
 /// `path` made absolute against PHP's working directory now (`getcwd()`,
 /// which is per thread under ZTS), so a later `chdir()` cannot move it.
 pub fn absolute_path(path: &Path) -> PathBuf {
-    if path.is_absolute() {
+    // Empty stays empty: it is refused as such, naming $path.
+    if path.is_absolute() || path.as_os_str().is_empty() {
         return path.to_owned();
     }
     let cwd = ZendCallable::try_from_name("getcwd")
