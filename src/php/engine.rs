@@ -7,8 +7,7 @@ use std::ffi::{c_char, CStr};
 
 extern "C" {
     fn zend_throw_unwind_exit();
-    fn zend_exception_save();
-    fn zend_exception_restore();
+    fn zend_throw_exception_internal(exception: *mut ext_php_rs::types::ZendObject);
     fn zend_set_memory_limit(limit: usize) -> i32;
     fn zend_memory_usage(real_usage: bool) -> usize;
     #[link_name = "display_ini_entries"]
@@ -121,15 +120,22 @@ fn set_delayed_oom_state(state: u32) {
 }
 
 /// Runs `f` with any pending exception (or `exit()` unwind) set aside, so
-/// that PHP code can be called, then puts it back: the engine refuses to
-/// call functions while an exception is pending.
-pub fn with_exception_saved<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: save and restore are paired around a PHP call, as the engine
-    // does around destructors.
-    unsafe { zend_exception_save() };
+/// that PHP code can be called (the engine refuses calls while one is
+/// pending), then throws it again, unchanged, as an internal function
+/// throws. Not zend_exception_save(): an exception thrown while one is
+/// saved takes the saved one as its `previous`, and clearing it would lose
+/// the job's exception. `f` must leave no exception of its own pending.
+pub fn with_exception_set_aside<R>(f: impl FnOnce() -> R) -> R {
+    let pending = std::mem::replace(
+        &mut ExecutorGlobals::get_mut().exception,
+        std::ptr::null_mut(),
+    );
     let result = f();
-    // SAFETY: pairs the save above.
-    unsafe { zend_exception_restore() };
+    if !pending.is_null() {
+        // SAFETY: `pending` is the engine's exception object we took above,
+        // with the reference the engine held; throwing hands it back.
+        unsafe { zend_throw_exception_internal(pending) };
+    }
     result
 }
 

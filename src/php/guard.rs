@@ -242,7 +242,7 @@ mod holds {
                 // which PHP unwinds like exit(): there may be no memory
                 // left to call release() with.
                 engine::with_room_for_cleanup(|| {
-                    engine::with_exception_saved(|| release_logged(&lock, false))
+                    engine::with_exception_set_aside(|| release_logged(&lock, false))
                 })?;
                 return Ok(());
             }
@@ -253,7 +253,7 @@ mod holds {
     impl Drop for Hold {
         fn drop(&mut self) {
             if let Some(lock) = take(self.id) {
-                let _ = engine::with_exception_saved(|| release_logged(&lock, false));
+                let _ = engine::with_exception_set_aside(|| release_logged(&lock, false));
             }
         }
     }
@@ -263,31 +263,29 @@ mod holds {
     /// error), else clears it.
     fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
         let called = lock.try_call_method("release", vec![]);
-        let failure = match (ExecutorGlobals::has_exception(), called) {
-            (true, _) => {
-                let thrown = ExecutorGlobals::take_exception().expect("checked above");
-                let message = exception_message(&thrown);
-                if rethrow {
-                    let _ = ext_php_rs::exception::throw_object(thrown.into_zval(false)?);
-                }
-                message
-            }
-            (false, Err(e)) => {
+        let (message, failure) = match (ExecutorGlobals::take_exception(), called) {
+            (Some(thrown), _) => (exception_message(&thrown), Err(thrown)),
+            (None, Err(e)) => {
                 let e = Error::Lock(format!("release() could not be called: {e}"));
-                let message = e.to_string();
-                engine::error_log(&format!(
-                    "cron_guard: releasing lock {} failed: {message}",
-                    describe(lock)
-                ));
-                return if rethrow { Err(e.into()) } else { Ok(()) };
+                (e.to_string(), Ok(e))
             }
-            (false, Ok(_)) => return Ok(()),
+            (None, Ok(_)) => return Ok(()),
         };
+        // Logged first: with an exception pending, error_log() cannot run.
         engine::error_log(&format!(
-            "cron_guard: releasing lock {} failed: {failure}",
+            "cron_guard: releasing lock {} failed: {message}",
             describe(lock)
         ));
-        Ok(())
+        if !rethrow {
+            return Ok(());
+        }
+        match failure {
+            Err(thrown) => {
+                let _ = ext_php_rs::exception::throw_object(thrown.into_zval(false)?);
+                Ok(())
+            }
+            Ok(e) => Err(e.into()),
+        }
     }
 
     fn exception_message(thrown: &ext_php_rs::types::ZendObject) -> String {
@@ -305,7 +303,7 @@ mod holds {
         let all: Vec<(u64, Zval)> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
         engine::with_room_for_cleanup(|| {
             for (_, lock) in all.iter().rev() {
-                engine::with_exception_saved(|| {
+                engine::with_exception_set_aside(|| {
                     let _ = release_logged(lock, false);
                 });
             }
