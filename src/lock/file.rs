@@ -16,12 +16,20 @@
 //!   the lock), without following a final symlink, and must be a regular
 //!   file; it is never truncated and never unlinked;
 //! - after locking, the path is checked to still name the locked file: if a
-//!   tmp cleaner or a user unlinked or replaced it, the lock is retaken on the
-//!   new file, so two runs can never hold locks on two different inodes;
+//!   tmp cleaner or a user unlinked or replaced it while we waited, the lock
+//!   is retaken on the file the path names now. A file unlinked or replaced
+//!   while *held* cannot be protected (flock(2) locks an inode, and another
+//!   run can lock the new file): `renew` and `acquire` on a held lock notice
+//!   it, drop the hold and return false, so the holder can stop;
+//! - another object of this thread on the same file (device and inode) is
+//!   refused rather than left to wait for its own thread forever;
 //! - the holder's pid, host and start time are written only after the lock is
 //!   held, in place (no truncate-then-write, which costs a disk flush on
-//!   ext4), and only into an empty file or one holding such a record: locking
-//!   someone's script or data file never writes to it;
+//!   ext4), and only if the file, as it is at that moment, is empty or holds
+//!   exactly such a record: locking someone's script or data file never
+//!   writes to it, even after it was rewritten in place;
+//! - waits poll with non-blocking flock(2), checking [`super::interrupted`]
+//!   between tries, so PHP's signal handlers run during a wait;
 //! - a dropped, unlocked lock leaves its descriptor to the next `FileLock`
 //!   of the same path in this thread (up to 8), so a new object per run
 //!   costs no open/close; it is re-checked like any other after locking;

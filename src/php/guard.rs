@@ -134,7 +134,7 @@ pub fn cron_guard(
         // position: a Fiber's cron_guard() may be suspended mid-job.
         engine::restore_frame(caller_frame);
         holds::release_all_after_fatal();
-        drop((guard, lock, job, hold));
+        drop((guard, lock, job, hold, wait_arg));
         // SAFETY: re-raises the bailout caught above, with nothing of ours
         // left on this frame that needs dropping.
         unsafe { bailout() }
