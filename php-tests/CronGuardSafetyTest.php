@@ -136,6 +136,21 @@ final class CronGuardSafetyTest extends TestCase
         self::assertNull(self::raw('GET', $key), 'the outer guard released it');
     }
 
+    public function testGuardRenewIsFalseOnceTheLockFileWasReplacedAndTakenByAnotherRun(): void
+    {
+        $path = "{$this->lockDir}/replaced.lock";
+        $seen = cron_guard(function (Guard $g) use ($path) {
+            $before = $g->renew();
+            unlink($path); // a tmp cleaner
+            $other = Proc::start($this->prelude() . 'cron_guard(function () { echo "SECOND RUN\n"; sleep(60); }, "replaced");');
+            $other->waitForLine('SECOND RUN', 15.0, 'stdout');
+            $after = [$g->lock()->isHeld(), $g->renew(), $g->lock()->isHeld()];
+            $other->kill();
+            return [$before, $after];
+        }, 'replaced');
+        self::assertSame([true, [true, false, false]], $seen, 'isHeld() believes; renew() finds out and drops the hold');
+    }
+
     // ------------------------------ another object on a lock this process holds (D3)
 
     public function testANestedNamedGuardIsBusyAndANestedWaitThrows(): void
@@ -224,6 +239,34 @@ final class CronGuardSafetyTest extends TestCase
             array_map(static fn (string $l) => preg_replace('/^\[[^]]*\] /', '', $l), self::logLines($log))
         );
         $holder->kill();
+    }
+
+    public function testARedisWaitCutShortByASignalIsLoggedAsSuch(): void
+    {
+        if (!function_exists('pcntl_signal')) {
+            self::markTestSkipped('needs ext-pcntl');
+        }
+        $key = 'signal:' . getmypid() . ':' . bin2hex(random_bytes(3));
+        self::raw('SET', $key, 'someone-else', 'EX', '60');
+        $log = "{$this->lockDir}/redis-waiter.log";
+        $w = Proc::start(sprintf(<<<'PHP'
+            ini_set('error_log', %s);
+            pcntl_async_signals(true);
+            pcntl_signal(SIGUSR1, function () { echo "HANDLER\n"; });
+            echo "WAITING\n";
+            $r = cron_guard(function () { echo "JOB RAN\n"; }, %s, ['wait' => 30, 'on_busy' => 3]);
+            echo "RETURNED ", var_export($r, true), "\n";
+            PHP, var_export($log, true), self::lockCode(self::$server->dsn(), $key, 30.0)));
+        $w->waitForLine('WAITING', 15.0, 'stdout');
+        usleep(300_000);
+        $w->signal(SIGUSR1);
+        self::assertSame(0, $w->wait(15.0), $w->stdout() . $w->stderr());
+        self::assertSame("WAITING\nHANDLER\nRETURNED NULL\n", $w->stdout());
+        self::assertSame(
+            ["cron_guard: waiting for lock redis key '$key' was interrupted by a signal; skipping this run"],
+            array_map(static fn (string $l) => preg_replace('/^\[[^]]*\] /', '', $l), self::logLines($log))
+        );
+        self::raw('DEL', $key);
     }
 
     // ------------------------------------------------------ failing release (D8)

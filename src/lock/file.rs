@@ -125,9 +125,9 @@ thread_local! {
 fn held_by_another_object(id: FileId, shared: bool, me: u64) -> bool {
     let pid = sys::current_pid();
     HELD.with(|held| {
-        held.borrow().iter().any(|h| {
-            h.owner != me && h.pid == pid && h.id.same_file(&id) && !(h.shared && shared)
-        })
+        held.borrow()
+            .iter()
+            .any(|h| h.owner != me && h.pid == pid && h.id.same_file(&id) && !(h.shared && shared))
     })
 }
 
@@ -878,7 +878,10 @@ mod tests {
         let path = dir.join("a.lock");
         let mut lock = open(&path);
         assert!(lock.acquire(Wait::Once).unwrap());
-        assert!(lock.acquire(Wait::Forever).unwrap(), "no wait on a held lock");
+        assert!(
+            lock.acquire(Wait::Forever).unwrap(),
+            "no wait on a held lock"
+        );
         assert!(lock.release().unwrap());
         assert!(!lock.is_held());
         let mut other = open(&path);
@@ -901,14 +904,20 @@ mod tests {
             assert!(!lock.renew().unwrap());
             assert!(!lock.is_held());
             assert!(!lock.renew().unwrap());
-            assert!(lock.acquire(Wait::Once).unwrap(), "takes the file named now");
+            assert!(
+                lock.acquire(Wait::Once).unwrap(),
+                "takes the file named now"
+            );
             lock.release().unwrap();
             let _ = std::fs::remove_file(&path);
         }
         let mut lock = open(&path);
         assert!(lock.acquire(Wait::Once).unwrap());
         std::fs::remove_file(&path).unwrap();
-        assert!(!lock.acquire(Wait::Once).unwrap(), "acquire on held asks too");
+        assert!(
+            !lock.acquire(Wait::Once).unwrap(),
+            "acquire on held asks too"
+        );
         assert_eq!(lock.refusal(), Some(Refusal::Lost));
     }
 
@@ -923,7 +932,10 @@ mod tests {
         assert_eq!(second.refusal(), Some(Refusal::HeldByThisThread));
         for wait in [Wait::Forever, Wait::from_seconds("$timeout", 5.0).unwrap()] {
             let err = second.acquire(wait).unwrap_err();
-            assert!(err.to_string().contains("waiting for it would deadlock"), "{err}");
+            assert!(
+                err.to_string().contains("waiting for it would deadlock"),
+                "{err}"
+            );
         }
         first.release().unwrap();
         assert!(second.acquire(Wait::Forever).unwrap());

@@ -1,13 +1,13 @@
 //! Platform calls behind one module: opening lock files safely, flock(2),
 //! filesystem detection and the kernel's view of who holds a lock.
 
+use parking_lot::Mutex;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
 

@@ -1,7 +1,7 @@
 //! Engine calls that ext-php-rs does not wrap.
 
-use ext_php_rs::types::{ZendCallable, Zval};
 use ext_php_rs::ffi::zend_execute_data;
+use ext_php_rs::types::{ZendCallable, Zval};
 use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry, ProcessGlobals};
 use std::ffi::{c_char, CStr};
 

@@ -9,15 +9,15 @@ use super::redis::Redis;
 use crate::error::Error;
 use crate::lock::file::{FileLock, FileOptions};
 
-pub use holds::forget_leftovers as forget_leftover_holds;
+use crate::lock::dirs::named_lock_dir;
+use crate::lock::{shorten, Refusal, Wait};
 use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
-use crate::lock::dirs::named_lock_dir;
-use crate::lock::{shorten, Refusal, Wait};
 use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
 use ext_php_rs::zend::{bailout, try_catch, ExecutorGlobals};
+pub use holds::forget_leftovers as forget_leftover_holds;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -155,7 +155,10 @@ enum Acquired {
 
 /// `$lock->isHeld()`; `None` when it threw (the exception is pending).
 fn ask_is_held(lock: &Zval) -> PhpResult<Option<bool>> {
-    if let Some(file) = lock.object().and_then(ZendClassObject::<File>::from_zend_obj) {
+    if let Some(file) = lock
+        .object()
+        .and_then(ZendClassObject::<File>::from_zend_obj)
+    {
         return Ok(Some(file.lock().is_held()));
     }
     let held = lock
@@ -167,16 +170,32 @@ fn ask_is_held(lock: &Zval) -> PhpResult<Option<bool>> {
     Ok(Some(held.bool().unwrap_or(false)))
 }
 
-/// `$lock->acquire($wait)`. A backend failure is never taken for busy: the
-/// call returns normally with the exception pending, which is checked here.
+/// `$lock->acquire($wait)`. A backend failure is never taken for busy: it
+/// propagates (a userland acquire() returns normally with the exception
+/// pending, which is checked here). Native locks are called directly, not
+/// through PHP: a PHP call runs the pending signal handler as it returns
+/// (and clears the engine's interrupt flag), after which an interrupted
+/// wait could no longer be told from contention.
 fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
     let object = lock.object_mut();
     if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj_mut) {
-        let got = file.lock_mut().acquire(Wait::from_seconds(wait_arg, wait)?)?;
+        let got = file
+            .lock_mut()
+            .acquire(Wait::from_seconds(wait_arg, wait)?)?;
         return Ok(if got {
             Acquired::Yes
         } else {
             Acquired::No(file.lock().refusal())
+        });
+    }
+    let object = lock.object_mut();
+    if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj_mut) {
+        return Ok(if redis.acquire(wait)? {
+            Acquired::Yes
+        } else {
+            // Its wait gives up when the interrupt flag is set, and no PHP
+            // code has run since to clear it.
+            Acquired::No(crate::lock::interrupted().then_some(Refusal::Interrupted))
         });
     }
     let got = lock
@@ -315,8 +334,11 @@ mod holds {
     /// locks are released by the shutdown sweep; the references are let go
     /// without a destructor call, which must not run this late.
     pub fn forget_leftovers() {
-        let all = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
-        std::mem::forget(all);
+        HOLDS.with(|holds| {
+            for (_, lock) in holds.borrow_mut().drain(..) {
+                std::mem::forget(lock);
+            }
+        });
     }
 }
 

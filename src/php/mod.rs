@@ -97,7 +97,10 @@ pub extern "C" fn request_startup(_type: i32, _module_number: i32) -> i32 {
 fn allow_serialize_hooks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        for class in [file::File::get_metadata().ce(), guard::Guard::get_metadata().ce()] {
+        for class in [
+            file::File::get_metadata().ce(),
+            guard::Guard::get_metadata().ce(),
+        ] {
             let class = std::ptr::from_ref(class).cast_mut();
             // SAFETY: our own registered class entries, changed once, before
             // any script of this process has run; `__unserialize` is an
@@ -110,7 +113,10 @@ fn allow_serialize_hooks() {
                     name.as_ptr().cast(),
                     name.len(),
                 );
-                if let Some(function) = found.as_ref().map(|zv| zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>()) {
+                if let Some(function) = found
+                    .as_ref()
+                    .map(|zv| zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>())
+                {
                     (*function).internal_function.handler = Some(refuse_unserialize);
                 }
             }
@@ -130,7 +136,7 @@ ext_php_rs::zend_fastcall! {
             .and_then(|ex| ex.This.object())
             .and_then(|object| object.get_class_name().ok())
             .unwrap_or_default();
-        let _ = not_serializable(&class).throw();
+        not_serializable(&class).throw();
     }
 }
 
