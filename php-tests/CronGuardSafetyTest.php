@@ -343,17 +343,10 @@ final class CronGuardSafetyTest extends TestCase
 
     // --------------------------------------- named locks and other users (D10)
 
-    private static function requireRootAndRunuser(): void
-    {
-        if (posix_geteuid() !== 0 || !is_executable('/usr/sbin/runuser') && !is_executable('/sbin/runuser')) {
-            self::markTestSkipped('needs root and runuser(1) to act as a second user');
-        }
-    }
-
     /** @return array{0: int, 1: string, 2: string} */
     private function runAs(string $user, string $code): array
     {
-        return $this->runCommand(['runuser', '-u', $user, '--', ...self::phpCommand(), '-d', 'cronlock.lock_dir=', '-r', $code]);
+        return $this->runCommand([...self::asUser($user), PHP_BINARY, '-d', 'extension=' . self::extensionPath(), '-d', 'cronlock.lock_dir=', '-r', $code]);
     }
 
     public function testRootsNamedLocksCannotBeOpenedOrPreCreatedByAnotherUser(): void
@@ -364,7 +357,7 @@ final class CronGuardSafetyTest extends TestCase
         $path = cron_guard(function (Guard $g) use ($name) {
             $path = $g->lock()->path();
             // nobody tries to hold root's lock (flock works on a read-only fd)
-            [$code, , $err] = $this->runCommand(['runuser', '-u', 'nobody', '--', '/usr/bin/flock', '-n', $path, 'sleep', '0']);
+            [$code, , $err] = $this->runCommand([...self::asUser('nobody'), '/usr/bin/flock', '-n', $path, 'sleep', '0']);
             self::assertNotSame(0, $code, "nobody must not be able to open $path: $err");
             return $path;
         }, $name);
@@ -372,7 +365,7 @@ final class CronGuardSafetyTest extends TestCase
             self::assertSame("/run/cronlock/$name.lock", $path);
             self::assertSame(0700, fileperms('/run/cronlock') & 0777);
             self::assertSame(0600, fileperms($path) & 0777);
-            [$code] = $this->runCommand(['runuser', '-u', 'nobody', '--', 'sh', '-c', 'umask 0; : > /run/cronlock/' . $name . '-2.lock']);
+            [$code] = $this->runCommand([...self::asUser('nobody'), 'sh', '-c', 'umask 0; : > /run/cronlock/' . $name . '-2.lock']);
             self::assertNotSame(0, $code, 'nobody cannot pre-create a lock file there');
         } finally {
             @unlink($path);
@@ -412,7 +405,7 @@ final class CronGuardSafetyTest extends TestCase
         }
         try {
             // daemon (uid 1) prepares nobody's directory before nobody first uses it
-            [$code, , $err] = $this->runCommand(['runuser', '-u', 'daemon', '--', 'sh', '-c', "umask 0; mkdir $dir"]);
+            [$code, , $err] = $this->runCommand([...self::asUser('daemon'), 'sh', '-c', "umask 0; mkdir $dir"]);
             self::assertSame(0, $code, $err);
             [$code, $out, $err] = $this->runAs('nobody', <<<'PHP'
                 try { cron_guard(fn () => print("JOB RAN\n"), "job"); }
