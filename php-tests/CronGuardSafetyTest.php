@@ -6,49 +6,14 @@ namespace CronLock\Tests;
 
 use CronLock\File;
 use CronLock\Guard;
-use CronLock\Lock;
 use CronLock\LockException;
 use CronLock\Redis;
 use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
+use CronLock\Tests\Support\RecordingLock;
 use CronLock\Tests\Support\RedisTestHelpers;
 use PHPUnit\Framework\TestCase;
-
-/**
- * A userland Lock with the semantics of decision D1: acquire() on a held
- * lock confirms it (no counting), one release() frees it.
- */
-final class ReentrantUserLock implements Lock
-{
-    /** @var list<string> */
-    public array $calls = [];
-    private bool $held = false;
-
-    public function acquire(float $timeout = 0.0): bool
-    {
-        $this->calls[] = 'acquire';
-        return $this->held = true;
-    }
-
-    public function renew(?float $ttl = null): bool
-    {
-        return $this->held;
-    }
-
-    public function release(): bool
-    {
-        $this->calls[] = 'release';
-        $was = $this->held;
-        $this->held = false;
-        return $was;
-    }
-
-    public function isHeld(): bool
-    {
-        return $this->held;
-    }
-}
 
 /**
  * cron_guard() where outside testing found double holds, hangs, hidden
@@ -114,14 +79,14 @@ final class CronGuardSafetyTest extends TestCase
 
     public function testANestedGuardOnTheSameUserlandLockLeavesTheOuterHoldAlone(): void
     {
-        $lock = new ReentrantUserLock();
+        $lock = new RecordingLock();
         $seen = cron_guard(function () use ($lock) {
             cron_guard(static fn () => null, $lock);
             return $lock->isHeld();
         }, $lock);
         self::assertTrue($seen);
         self::assertFalse($lock->isHeld());
-        self::assertSame(['acquire', 'acquire', 'release'], $lock->calls, 'only the outer guard releases');
+        self::assertSame(['acquire(0.0)', 'acquire(0.0)', 'release'], $lock->calls, 'only the outer guard releases');
     }
 
     public function testANestedGuardOnTheSameRedisLockLeavesTheOuterHoldAlone(): void

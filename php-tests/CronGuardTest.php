@@ -11,51 +11,8 @@ use CronLock\LockException;
 use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
+use CronLock\Tests\Support\RecordingLock;
 use PHPUnit\Framework\TestCase;
-
-/**
- * A userland CronLock\Lock that records what cron_guard() does with it.
- * (Not a mock: a real implementation of the interface, as users write them.)
- */
-final class RecordingLock implements Lock
-{
-    /** @var list<string> */
-    public array $calls = [];
-    private bool $held = false;
-
-    public function __construct(private bool $available = true)
-    {
-    }
-
-    public function acquire(float $timeout = 0.0): bool
-    {
-        $this->calls[] = 'acquire(' . var_export($timeout, true) . ')';
-        if ($this->held) {
-            return true;
-        }
-        $this->held = $this->available;
-        return $this->held;
-    }
-
-    public function renew(?float $ttl = null): bool
-    {
-        $this->calls[] = 'renew';
-        return $this->held;
-    }
-
-    public function release(): bool
-    {
-        $this->calls[] = 'release';
-        $was = $this->held;
-        $this->held = false;
-        return $was;
-    }
-
-    public function isHeld(): bool
-    {
-        return $this->held;
-    }
-}
 
 /** cron_guard() and CronLock\Guard, with File locks in a temp cronlock.lock_dir. */
 final class CronGuardTest extends TestCase
