@@ -52,7 +52,10 @@ pub fn named_lock_dir_path(setting: &str) -> PathBuf {
 pub fn named_lock_dir(setting: &str) -> Result<NamedLockDir> {
     let path = named_lock_dir_path(setting);
     if !setting.is_empty() {
-        if let Ok(Some((_, mode))) = sys::dir_owner_and_mode(&path) {
+        // Followed, if it is a symlink: the directory the files land in counts.
+        if let Ok(meta) = std::fs::metadata(&path) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode();
             // Anyone could swap our lock file for theirs in such a directory.
             if mode & 0o002 != 0 && mode & 0o1000 == 0 {
                 return Err(Error::Lock(format!(
