@@ -851,6 +851,28 @@ mod tests {
     }
 
     #[test]
+    fn a_long_wait_forever_still_takes_a_freed_lock_promptly() {
+        let dir = temp_dir("forever");
+        let path = dir.join("a.lock");
+        let mut holder = open(&path);
+        assert!(holder.acquire(Wait::Once).unwrap());
+        let waiter_path = path.clone();
+        let waiter = std::thread::spawn(move || {
+            let mut lock = open(&waiter_path);
+            let got = lock.acquire(Wait::Forever).unwrap();
+            (got, Instant::now())
+        });
+        // Past LONG_WAIT: the waiter polls at its slower pace now.
+        std::thread::sleep(LONG_WAIT + Duration::from_millis(300));
+        let released_at = Instant::now();
+        holder.release().unwrap();
+        let (got, acquired_at) = waiter.join().unwrap();
+        assert!(got);
+        // Generous: the pace is 20 ms; this catches seconds, not noise.
+        assert!(acquired_at - released_at < Duration::from_millis(500));
+    }
+
+    #[test]
     fn timed_wait_gives_up_at_the_deadline() {
         let dir = temp_dir("timeout");
         let path = dir.join("a.lock");

@@ -217,9 +217,10 @@ fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
 mod holds {
     use super::{describe, engine};
     use crate::error::Error;
+    use ext_php_rs::boxed::ZBox;
     use ext_php_rs::convert::IntoZval;
     use ext_php_rs::prelude::*;
-    use ext_php_rs::types::Zval;
+    use ext_php_rs::types::{ZendObject, Zval};
     use ext_php_rs::zend::ExecutorGlobals;
     use std::cell::{Cell, RefCell};
 
@@ -228,8 +229,8 @@ mod holds {
         static NEXT_ID: Cell<u64> = const { Cell::new(1) };
     }
 
-    /// One hold; [`Hold::release`] gives it up, dropping it without that
-    /// (a job that ended by exception or `exit()`) too.
+    /// One hold; [`Hold::release`] gives it up (dropped unreleased, when a
+    /// Rust panic unwinds cron_guard(), it releases too).
     pub struct Hold {
         id: u64,
     }
@@ -277,16 +278,21 @@ mod holds {
         }
     }
 
+    /// How a release failed: it threw, or it could not be called at all.
+    enum Failure {
+        Threw(ZBox<ZendObject>),
+        NotCalled(Error),
+    }
+
     /// Calls `$lock->release()`; on failure logs "releasing lock … failed"
-    /// and, when `rethrow`, leaves the exception pending (or returns the
-    /// error), else clears it.
+    /// and, when `rethrow`, throws the failure (else it is only logged).
     fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
         let called = lock.try_call_method("release", vec![]);
         let (message, failure) = match (ExecutorGlobals::take_exception(), called) {
-            (Some(thrown), _) => (exception_message(&thrown), Err(thrown)),
+            (Some(thrown), _) => (exception_message(&thrown), Failure::Threw(thrown)),
             (None, Err(e)) => {
                 let e = Error::Lock(format!("release() could not be called: {e}"));
-                (e.to_string(), Ok(e))
+                (e.to_string(), Failure::NotCalled(e))
             }
             (None, Ok(_)) => return Ok(()),
         };
@@ -299,15 +305,15 @@ mod holds {
             return Ok(());
         }
         match failure {
-            Err(thrown) => {
+            Failure::Threw(thrown) => {
                 let _ = ext_php_rs::exception::throw_object(thrown.into_zval(false)?);
                 Ok(())
             }
-            Ok(e) => Err(e.into()),
+            Failure::NotCalled(e) => Err(e.into()),
         }
     }
 
-    fn exception_message(thrown: &ext_php_rs::types::ZendObject) -> String {
+    fn exception_message(thrown: &ZendObject) -> String {
         thrown
             .try_call_method("getMessage", vec![])
             .ok()
