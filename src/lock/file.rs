@@ -826,50 +826,42 @@ mod tests {
         );
     }
 
-    #[test]
-    fn timed_wait_gets_the_lock_soon_after_release() {
-        let dir = temp_dir("wait");
+    /// How long after the holder's release a waiter in another thread,
+    /// which waited `hold_for` with `wait`, holds the lock.
+    fn hand_off_latency(name: &str, wait: Wait, hold_for: Duration) -> Duration {
+        let dir = temp_dir(name);
         let path = dir.join("a.lock");
         let mut holder = open(&path);
         assert!(holder.acquire(Wait::Once).unwrap());
         let waiter_path = path.clone();
         let waiter = std::thread::spawn(move || {
-            let mut lock = open(&waiter_path);
-            let got = lock
-                .acquire(Wait::from_seconds("$timeout", 10.0).unwrap())
-                .unwrap();
+            let got = open(&waiter_path).acquire(wait).unwrap();
             (got, Instant::now())
         });
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(hold_for);
         let released_at = Instant::now();
         holder.release().unwrap();
         let (got, acquired_at) = waiter.join().unwrap();
         assert!(got);
+        acquired_at - released_at
+    }
+
+    #[test]
+    fn timed_wait_gets_the_lock_soon_after_release() {
+        let wait = Wait::from_seconds("$timeout", 10.0).unwrap();
         // Generous bound: the poll interval is 1 ms; this only catches a
         // regression to coarse polling, not noise on a busy machine.
-        assert!(acquired_at - released_at < Duration::from_millis(200));
+        assert!(
+            hand_off_latency("wait", wait, Duration::from_millis(100)) < Duration::from_millis(200)
+        );
     }
 
     #[test]
     fn a_long_wait_forever_still_takes_a_freed_lock_promptly() {
-        let dir = temp_dir("forever");
-        let path = dir.join("a.lock");
-        let mut holder = open(&path);
-        assert!(holder.acquire(Wait::Once).unwrap());
-        let waiter_path = path.clone();
-        let waiter = std::thread::spawn(move || {
-            let mut lock = open(&waiter_path);
-            let got = lock.acquire(Wait::Forever).unwrap();
-            (got, Instant::now())
-        });
-        // Past LONG_WAIT: the waiter polls at its slower pace now.
-        std::thread::sleep(LONG_WAIT + Duration::from_millis(300));
-        let released_at = Instant::now();
-        holder.release().unwrap();
-        let (got, acquired_at) = waiter.join().unwrap();
-        assert!(got);
-        // Generous: the pace is 20 ms; this catches seconds, not noise.
-        assert!(acquired_at - released_at < Duration::from_millis(500));
+        // Past LONG_WAIT the waiter polls at its slower pace (20 ms); the
+        // bound catches seconds, not noise.
+        let held = LONG_WAIT + Duration::from_millis(300);
+        assert!(hand_off_latency("forever", Wait::Forever, held) < Duration::from_millis(500));
     }
 
     #[test]
