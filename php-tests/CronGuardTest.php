@@ -11,51 +11,8 @@ use CronLock\LockException;
 use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
+use CronLock\Tests\Support\RecordingLock;
 use PHPUnit\Framework\TestCase;
-
-/**
- * A userland CronLock\Lock that records what cron_guard() does with it.
- * (Not a mock: a real implementation of the interface, as users write them.)
- */
-final class RecordingLock implements Lock
-{
-    /** @var list<string> */
-    public array $calls = [];
-    private bool $held = false;
-
-    public function __construct(private bool $available = true)
-    {
-    }
-
-    public function acquire(float $timeout = 0.0): bool
-    {
-        $this->calls[] = 'acquire(' . var_export($timeout, true) . ')';
-        if ($this->held) {
-            return true;
-        }
-        $this->held = $this->available;
-        return $this->held;
-    }
-
-    public function renew(?float $ttl = null): bool
-    {
-        $this->calls[] = 'renew';
-        return $this->held;
-    }
-
-    public function release(): bool
-    {
-        $this->calls[] = 'release';
-        $was = $this->held;
-        $this->held = false;
-        return $was;
-    }
-
-    public function isHeld(): bool
-    {
-        return $this->held;
-    }
-}
 
 /** cron_guard() and CronLock\Guard, with File locks in a temp cronlock.lock_dir. */
 final class CronGuardTest extends TestCase
@@ -455,6 +412,8 @@ final class CronGuardTest extends TestCase
         yield 'exit(4)' => ['exit(4);', 4];
         yield 'E_USER_ERROR' => ['trigger_error("fatal from job", E_USER_ERROR);', 255];
         yield 'uncaught exception' => ['throw new \RuntimeException("boom");', 255];
+        yield 'memory_limit' => ['ini_set("memory_limit", "32M"); $a = []; while (true) { $a[] = str_repeat("x", 1 << 20); }', 255];
+        yield 'max_execution_time' => ['set_time_limit(1); $i = 0; while (true) { $i++; }', 255];
     }
 
     /** @dataProvider userlandWaysOut */
@@ -640,29 +599,29 @@ final class CronGuardTest extends TestCase
 
     // ------------------------------------------------------------- lock_dir
 
-    public function testTheDefaultLockDirIsRunLockWhenWritable(): void
+    public function testTheDefaultLockDirIsPrivateToTheUser(): void
     {
-        if (!is_dir('/run/lock') || !is_writable('/run/lock')) {
-            self::markTestSkipped('/run/lock is missing or not writable here, so the default falls back to the temp dir');
-        }
+        $euid = posix_geteuid();
+        $expected = $euid === 0 && is_dir('/run') ? '/run/cronlock'
+            : ((is_dir('/run/lock') && is_writable('/run/lock') ? '/run/lock' : sys_get_temp_dir()) . "/cronlock-$euid");
         [$code, $out, $err] = $this->runCommand([...self::phpCommand(), '-d', 'cronlock.lock_dir=', '--ri', 'cronlock']);
         self::assertSame(0, $code, $err);
-        self::assertMatchesRegularExpression('#^named locks directory => /run/lock$#m', $out);
+        self::assertMatchesRegularExpression('#^named locks directory => ' . preg_quote($expected, '#') . '$#m', $out);
 
-        $mode = fileperms('/run/lock');
-        if (($mode & 0o002) && !($mode & 0o1000)) {
-            self::markTestSkipped('/run/lock is world-writable without the sticky bit here: named locks are refused there');
-        }
         $name = 'cronlock-test-' . getmypid() . '-' . bin2hex(random_bytes(3));
         try {
             $p = Proc::run(<<<PHP
                 ini_set('cronlock.lock_dir', '');
-                echo cron_guard(fn (\\CronLock\\Guard \$g) => \$g->lock()->path(), '$name'), "\n";
+                echo cron_guard(fn (\CronLock\Guard \$g) => \$g->lock()->path(), '$name'), "\n";
                 PHP);
             self::assertSame(0, $p->exitCode(), $p->stderr());
-            self::assertSame("/run/lock/$name.lock\n", $p->stdout());
+            self::assertSame("$expected/$name.lock\n", $p->stdout());
+            clearstatcache();
+            self::assertSame($euid, fileowner($expected));
+            self::assertSame(0700, fileperms($expected) & 0777, 'only this user may open or create lock files there');
+            self::assertSame(0600, fileperms("$expected/$name.lock") & 0777);
         } finally {
-            @unlink("/run/lock/$name.lock");
+            @unlink("$expected/$name.lock");
         }
     }
 

@@ -384,7 +384,12 @@ final class FileLockTest extends TestCase
         self::assertTrue($mine->isHeld());
         $writer = new File($path);
         self::assertFalse($writer->acquire(0), 'exclusive refused while shared holders hold');
-        self::assertFalse($writer->acquire(0.1));
+        try {
+            $writer->acquire(0.1);
+            self::fail('a wait for a lock this thread holds (shared) through another object cannot end');
+        } catch (LockException $e) {
+            self::assertStringContainsString('waiting for it would deadlock', $e->getMessage());
+        }
         if (is_executable(self::FLOCK)) {
             self::assertSame(0, $this->runCommand([self::FLOCK, '-s', '-n', $path, 'true'])[0], 'flock -s coexists');
             self::assertSame(1, $this->runCommand([self::FLOCK, '-x', '-n', $path, 'true'])[0], 'flock -x refused');
@@ -535,17 +540,31 @@ final class FileLockTest extends TestCase
         self::assertTrue($a->acquire(0));
         unlink($path); // e.g. a tmp cleaner
 
-        $b = new File($path); // creates a new file at the path
-        self::assertTrue($b->acquire(0), 'the new file is free');
-        self::assertTrue($a->release());
-        $c = new File($path);
-        self::assertFalse($c->acquire(0), 'B holds the file the path names');
-        self::assertFalse($a->acquire(0), "A's old inode is unlinked: A must lock the file the path names now, which B holds");
-        self::assertFalse($a->isHeld());
+        // Another run creates a new file at the path and takes it. flock(2)
+        // cannot prevent that: A's lock is on an inode no path names. What
+        // is covered is that A finds out as soon as it asks.
+        $b = Proc::start(sprintf(<<<'PHP'
+            $lock = new \CronLock\File(%s);
+            echo $lock->acquire(0) ? "HELD\n" : "BUSY\n";
+            sleep(60);
+            PHP, var_export($path, true)));
+        $b->waitForLine('HELD', 15.0, 'stdout');
+        self::assertTrue($a->isHeld(), 'isHeld() is local: what A believes, no syscall');
+        self::assertFalse($a->renew(), 'renew() asks the path: A no longer holds the file it names');
+        self::assertFalse($a->isHeld(), 'and A knows it now');
+        self::assertFalse($a->release(), 'nothing left to release');
+        self::assertFalse($a->acquire(0), 'B holds the file the path names');
+        self::assertSame($b->pid(), $a->holderPid());
+        $b->kill();
 
-        self::assertTrue($b->release());
-        self::assertTrue($a->acquire(0), 'A gets the new file once B is done');
-        self::assertFalse($c->acquire(0), 'and it is really the file the path names');
+        self::assertTrue($a->acquire(0), 'A gets the new file once B is gone');
+        unlink($path);
+        touch($path);
+        self::assertFalse($a->acquire(0), 'acquire() on a held lock checks the path too (replaced)');
+        self::assertFalse($a->isHeld());
+        self::assertTrue($a->acquire(0), 'and then takes the file the path names');
+        $c = new File($path);
+        self::assertFalse($c->acquire(0), 'it is really the file the path names');
         self::assertSame(getmypid(), $c->holderPid());
         self::assertTrue($a->release());
     }

@@ -214,8 +214,9 @@ abstract class LockContractTestCase extends TestCase
     public function testTimedAcquireGivesUpAfterTheTimeoutWhenHeldElsewhere(): void
     {
         $name = $this->uniqueName();
-        // Another process: a second object in this one must not wait (D3).
-        $holder = $this->startHolder($name, 10.0);
+        // Another process: a wait on a lock this process holds through
+        // another object is refused at once (it could never end).
+        $holder = $this->startHolder($name);
         $waiter = $this->createLock($name);
 
         $t0 = microtime(true);
@@ -226,8 +227,7 @@ abstract class LockContractTestCase extends TestCase
         self::assertFalse($waiter->isHeld());
         self::assertGreaterThanOrEqual(0.29, $elapsed, 'acquire(0.3) must wait about 0.3 s before giving up');
         self::assertLessThan(10.0, $elapsed, 'acquire(0.3) must give up (generous bound)');
-        self::assertFalse($this->lockIsFreeForOthers($name), 'still held by the other process');
-        $holder->kill();
+        self::assertStringContainsString('RELEASED', $this->releaseHolder($holder));
     }
 
     public function testTimedAcquireSucceedsWhenAnotherProcessReleasesDuringTheWait(): void

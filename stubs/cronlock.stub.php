@@ -10,10 +10,15 @@
  * ini settings:
  * - `cronlock.lock_dir` (string, default empty, changeable anywhere):
  *   directory of the lock files that cron_guard() makes for named locks and
- *   for the null lock. Empty means `/run/lock` when this user may write there
- *   (a tmpfs meant for lock files, on Debian/Ubuntu writable by everyone with
- *   the sticky bit), else the system temp directory (`$TMPDIR` or `/tmp`).
- *   A world-writable directory without the sticky bit is refused.
+ *   for the null lock. Empty means a directory of this user's own, so that no
+ *   other user can open (and so hold) or pre-create them: `/run/cronlock` for
+ *   root, else `/run/lock/cronlock-<euid>` (the system temp directory instead
+ *   of /run/lock when that is not writable); created 0700 if missing, refused
+ *   with LockException unless it is a directory owned by this user that
+ *   neither group nor others can write; lock files in it are created 0600.
+ *   Set explicitly, it is used as it is (files 0644, for locks shared between
+ *   users on purpose), except that a world-writable directory without the
+ *   sticky bit is refused.
  *
  * @generate-class-entries
  */
@@ -28,24 +33,33 @@ namespace CronLock {
     interface Lock
     {
         /**
-         * Take the lock.
+         * Take the lock. On a lock this object already holds it is a check, not a
+         * counter: true while the hold is still real (it extends a TTL), false when it
+         * was lost (the hold is then dropped); one release() frees it however many
+         * acquire() calls succeeded.
          *
          * @param float $timeout 0: try once; > 0: wait up to that many seconds;
          *                       < 0 (or INF): wait until acquired.
          * @return bool true: we hold it now; false: someone else holds it (for the
-         *              whole wait, or until a pcntl signal handler with
-         *              pcntl_async_signals(true) or max_execution_time cut the wait short,
-         *              as PHP's own flock() returns on EINTR).
-         * @throws LockException when the lock cannot be used at all.
+         *              whole wait), or a pending pcntl signal handler (with
+         *              pcntl_async_signals(true)) ended the wait: cronlock's waits let
+         *              it run within about 100 ms, whatever restart_syscalls says.
+         *              max_execution_time counts CPU time on Linux and does not end a
+         *              sleeping wait: bound it with $timeout.
+         * @throws LockException when the lock cannot be used at all, or (File, Redis)
+         *         when $timeout != 0 and this process already holds the lock through
+         *         another object: that wait could never end.
          * @throws \ValueError when $timeout is NaN.
          */
         public function acquire(float $timeout = 0.0): bool;
 
         /**
-         * Keep holding the lock.
+         * Keep holding the lock, after asking the backend whether it is still ours
+         * (File: does the path still name the locked file; Redis: token-checked PEXPIRE).
          *
          * @param float|null $ttl Redis: the new TTL in seconds (default: the lock's TTL). File: ignored.
-         * @return bool false when the lock is no longer ours (expired, taken over, released).
+         * @return bool false when the lock is no longer ours (expired, taken over, released,
+         *              File: unlinked or replaced); the hold is then dropped.
          * @throws LockException
          */
         public function renew(?float $ttl = null): bool;
@@ -59,7 +73,12 @@ namespace CronLock {
          */
         public function release(): bool;
 
-        /** @return bool whether this object currently believes it holds the lock (in this process). */
+        /**
+         * Local and cheap (no syscall, no round trip): what this object believes.
+         * renew() asks the backend.
+         *
+         * @return bool whether this object currently believes it holds the lock (in this process).
+         */
         public function isHeld(): bool;
     }
 
@@ -70,15 +89,27 @@ namespace CronLock {
      * - The file is created if missing (mode $options['mode'], default 0644, minus umask),
      *   opened close-on-exec (programs the job starts never inherit the lock),
      *   never through a symlink, never truncated, never unlinked; it must be a regular file.
+     * - A relative path is resolved once, against PHP's working directory at construction.
      * - Once held, `cronlock pid=<pid> host=<hostname> since=<UTC time>` is written at the
-     *   start of the file (128 bytes, in place), but only into an empty file or one that holds
-     *   such a record: locking your script or a data file never writes to it.
-     *   Shared locks and read-only files record nothing.
-     * - If the path is unlinked or replaced while held or waited for, the lock is retaken on
-     *   the file the path names now, so two runs never hold locks on two different files.
+     *   start of the file (128 bytes, in place), but only if at that moment the file is empty or
+     *   holds exactly such a record: locking your script or a data file never writes to it,
+     *   also after it was rewritten in place. Shared locks and read-only files record nothing.
+     * - flock(2) locks the file, not the path. If the path is unlinked or replaced while held,
+     *   another run can lock the new file there: that is not prevented. The holder finds out:
+     *   renew(), Guard::renew() and acquire() then return false and drop the hold. A waiter
+     *   whose file is replaced while it waits locks the file the path names now.
+     * - Two File objects on one file (same device and inode) in one thread: while one holds
+     *   it, the other's acquire(0) is false at once and acquire($timeout != 0) throws
+     *   LockException ("... through another CronLock\File object; waiting for it would
+     *   deadlock"). Shared holders coexist; other threads and processes wait as usual.
+     * - A lock file in a world-writable directory owned by another user than us and root is
+     *   refused with LockException (its owner could hold it forever).
      * - release() and destruction act only in the process that acquired: a pcntl_fork() child
      *   neither frees the parent's lock nor keeps it alive after the parent dies.
-     * - acquire($timeout > 0) polls at most 1 ms apart; acquire(-1) blocks in the kernel.
+     * - Waits poll at most 1 ms apart (a wait forever backs off to 20 ms after 2 s) and let
+     *   pending pcntl signal handlers run; such a wait returns false.
+     * - __construct() again throws \Error and changes nothing; clone throws \Error;
+     *   serialize()/unserialize() throw LockException.
      *
      * Example:
      * ```php
@@ -106,14 +137,29 @@ namespace CronLock {
          *        where flock() is unreliable (default false: throws LockException).
          * @throws \ValueError for an empty path, a NUL byte, a bad mode or an unknown option.
          * @throws \TypeError for an option of the wrong type.
-         * @throws LockException when the file cannot be opened or used, with the path and the OS reason.
+         * @throws LockException when the file cannot be opened or used, with the path and the OS
+         *         reason; when it is in a world-writable directory and owned by another user
+         *         than us and root.
+         * @throws \Error when called again on a constructed object.
          */
         public function __construct(string $path, array $options = []) {}
 
-        /** @throws LockException @throws \ValueError */
+        /**
+         * On a held lock: true at once while the path still names the locked file, else false
+         * (the hold is dropped, the stale file unlocked).
+         *
+         * @throws LockException when another File object of this thread holds the file and
+         *         $timeout != 0, or flock() fails.
+         * @throws \ValueError
+         */
         public function acquire(float $timeout = 0.0): bool {}
 
-        /** flock() has no expiry: returns isHeld(). */
+        /**
+         * flock() has no expiry: true while held and the path still names the locked file
+         * (lstat against fstat); false otherwise, and a lost hold is dropped.
+         *
+         * @throws LockException when the path cannot be examined.
+         */
         public function renew(?float $ttl = null): bool {}
 
         /** @throws LockException */
@@ -122,17 +168,26 @@ namespace CronLock {
         public function isHeld(): bool {}
 
         /**
-         * The pid of the process holding the lock now, whoever it is (another process,
-         * flock(1), PHP's flock()); null when the lock is free. Never takes the lock, so it
-         * cannot make a concurrent acquire() fail. Linux reads the holders from /proc/locks and
-         * prefers the pid recorded in the file; elsewhere the recorded pid if that process lives.
+         * The pid of a process holding the lock now, whoever it is (another process,
+         * flock(1), PHP's flock()); null when the lock is free or the holder is unknown. Never
+         * takes the lock, so it cannot make a concurrent acquire() fail. Linux: a pid that
+         * /proc/locks lists for exactly this device and inode, that is alive and has this very
+         * file open (so never a dead locker whose child kept the descriptor, nor the holder of
+         * another file with the same inode number); the pid recorded in the file is preferred
+         * among those. Elsewhere the recorded pid if that process lives.
          *
          * @throws LockException when the file cannot be read.
          */
         public function holderPid(): ?int {}
 
-        /** The lock file's path as given. */
+        /** The lock file's path: absolute (a relative one resolved at construction). */
         public function path(): string {}
+
+        /** @throws LockException always: a lock belongs to the process that holds it. */
+        public function __serialize(): array {}
+
+        /** @throws LockException always. */
+        public function __unserialize(array $data): void {}
     }
 
     /**
@@ -252,12 +307,19 @@ namespace CronLock {
         public function expired(): bool {}
 
         /**
-         * Renew the lock.
+         * Renew the lock: its renew(), which asks the backend (File: does the path still
+         * name the locked file).
          *
          * @return bool false when it has been lost: the job should stop.
          * @throws LockException
          */
         public function renew(): bool {}
+
+        /** @throws LockException always: a guard belongs to the run that holds its lock. */
+        public function __serialize(): array {}
+
+        /** @throws LockException always. */
+        public function __unserialize(array $data): void {}
     }
 }
 
@@ -267,9 +329,30 @@ namespace {
      * Run $job under a lock; skip it quietly when another run holds the lock.
      *
      * The lock is released on every way out: return, exception (which propagates
-     * unchanged), exit(), and fatal errors (E_USER_ERROR, max_execution_time, memory_limit),
-     * before shutdown functions run.
-     * When busy, one line naming the lock and the holder's pid goes to error_log().
+     * unchanged), exit(), and fatal errors (E_USER_ERROR, max_execution_time, memory_limit,
+     * for userland locks too), before shutdown functions run. Guards inside Fibers may be
+     * suspended and resumed in any order; after a fatal error every lock cron_guard() holds
+     * in the process is released before shutdown functions run, also those of suspended
+     * Fibers. Not covered: a fatal error outside every cron_guard() while a Fiber is
+     * suspended inside one (File and Redis locks are then released at request end, after
+     * shutdown functions; userland locks not at all).
+     *
+     * - A hold it did not take is not released: if $lock->isHeld() is already true (nested
+     *   guard on the same object), acquire() confirms it, the job runs, nothing is released;
+     *   a failed confirmation is busy.
+     * - A lock this process holds through another object (two File objects on one file,
+     *   nested cron_guard('name')) is busy at once; with 'wait' != 0 that throws LockException.
+     * - When busy, one line naming the lock and the holder's pid goes to error_log()
+     *   ("held by another process (pid unknown)" when unknown). Names are cut to 200
+     *   characters.
+     * - A wait ended by a pending pcntl signal handler logs "cron_guard: waiting for lock
+     *   <what> was interrupted by a signal; skipping this run", returns null and ignores
+     *   on_busy (File and Redis; for a userland lock it cannot be told from contention).
+     * - An exception from acquire() (Redis down) propagates as it is, with or without
+     *   on_busy; it is never taken for busy.
+     * - A release() that throws is logged ("cron_guard: releasing lock <what> failed:
+     *   <message>") and thrown when the job returned normally; when the job threw, the job's
+     *   exception propagates.
      *
      * Example (crontab: `* * * * * php /srv/app/sync_orders.php`):
      * ```php
@@ -283,18 +366,23 @@ namespace {
      *
      * @param callable(\CronLock\Guard): mixed $job
      * @param \CronLock\Lock|string|null $lock any Lock; or a name ([A-Za-z0-9._-], 1 to 200
-     *        characters) for the File lock `<cronlock.lock_dir>/<name>.lock`; or null: a File lock
+     *        characters) for the File lock `<dir>/<name>.lock` (dir: see cronlock.lock_dir,
+     *        by default private to this user); or null: a File lock
      *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
      *        never collide and the same script run twice does.
      * @param array{wait?: float, max_runtime?: float, on_busy?: int|null} $options
-     *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever);
+     *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever); a
+     *        pending pcntl signal handler ends it within about 100 ms; max_execution_time
+     *        does not (it counts CPU time on Linux);
      *        'max_runtime': soft deadline in seconds, seen through Guard;
      *        'on_busy': null (default) returns null; an int 0–255 exits the process with that
      *        status, as flock(1) -E does.
      * @return mixed the job's result; null when skipped.
      * @throws \ValueError for a bad name or option value; null lock without a main script (php -r).
      * @throws \TypeError for a $lock or option of the wrong type.
-     * @throws \CronLock\LockException when the lock cannot be used.
+     * @throws \CronLock\LockException when the lock cannot be used; when 'wait' != 0 and this
+     *         process holds the lock through another object; a failing release() after a
+     *         job that returned; whatever acquire() throws (ConnectionException, yours).
      */
     function cron_guard(callable $job, \CronLock\Lock|string|null $lock = null, array $options = []): mixed {}
 }

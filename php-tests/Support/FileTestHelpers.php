@@ -23,10 +23,14 @@ trait FileTestHelpers
     /** @var list<array{proc: resource, pipes: array<int, resource>, pid: int, out: string, err: string, code: ?int, status: ?array}> */
     private array $helperCommands = [];
 
-    /** A fresh private directory, removed (recursively) by removeTempDirs(). */
-    protected function makeTempDir(string $prefix = 'cronlock'): string
+    /**
+     * A fresh private directory, removed (recursively) by removeTempDirs();
+     * in $base when given (e.g. the system temp directory, for a directory
+     * another user must reach), else in the test run's temp directory.
+     */
+    protected function makeTempDir(string $prefix = 'cronlock', ?string $base = null): string
     {
-        $base = getenv('CRONLOCK_TEST_TMP') ?: sys_get_temp_dir();
+        $base ??= getenv('CRONLOCK_TEST_TMP') ?: sys_get_temp_dir();
         $dir = rtrim($base, '/') . "/$prefix-" . getmypid() . '-' . bin2hex(random_bytes(4));
         if (!mkdir($dir, 0700, true)) {
             throw new \RuntimeException("cannot create $dir");
@@ -73,6 +77,12 @@ trait FileTestHelpers
         if ((string) getenv('PHP_INI_SCAN_DIR') !== '') {
             return [PHP_BINARY];
         }
+        return [PHP_BINARY, '-d', 'extension=' . self::extensionPath()];
+    }
+
+    /** The cronlock build this process loaded (see phpCommand()). */
+    protected static function extensionPath(): string
+    {
         $ext = (string) getenv('CRONLOCK_EXT');
         if ($ext === '') {
             $argv = explode("\0", (string) @file_get_contents('/proc/self/cmdline'));
@@ -88,7 +98,27 @@ trait FileTestHelpers
         if ($ext === '') {
             $ext = dirname(__DIR__, 2) . '/target/release/libcronlock.so';
         }
-        return [PHP_BINARY, '-d', "extension=$ext"];
+        return $ext;
+    }
+
+    /** Skip unless this test can act as a second user: root with runuser(1). */
+    protected static function requireRootAndRunuser(): void
+    {
+        if (posix_geteuid() !== 0 || !is_executable('/usr/sbin/runuser') && !is_executable('/sbin/runuser')) {
+            self::markTestSkipped('needs root and runuser(1) to act as a second user');
+        }
+    }
+
+    /**
+     * The argv prefix that runs a command as $user. PHP_INI_SCAN_DIR is
+     * dropped: the test run's ini directory is private to us (pass
+     * '-d extension=' . extensionPath() to a php run this way).
+     *
+     * @return list<string>
+     */
+    protected static function asUser(string $user): array
+    {
+        return ['runuser', '-u', $user, '--', 'env', '-u', 'PHP_INI_SCAN_DIR'];
     }
 
     /**

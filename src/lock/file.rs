@@ -16,12 +16,20 @@
 //!   the lock), without following a final symlink, and must be a regular
 //!   file; it is never truncated and never unlinked;
 //! - after locking, the path is checked to still name the locked file: if a
-//!   tmp cleaner or a user unlinked or replaced it, the lock is retaken on the
-//!   new file, so two runs can never hold locks on two different inodes;
+//!   tmp cleaner or a user unlinked or replaced it while we waited, the lock
+//!   is retaken on the file the path names now. A file unlinked or replaced
+//!   while *held* cannot be protected (flock(2) locks an inode, and another
+//!   run can lock the new file): `renew` and `acquire` on a held lock notice
+//!   it, drop the hold and return false, so the holder can stop;
+//! - another object of this thread on the same file (device and inode) is
+//!   refused rather than left to wait for its own thread forever;
 //! - the holder's pid, host and start time are written only after the lock is
 //!   held, in place (no truncate-then-write, which costs a disk flush on
-//!   ext4), and only into an empty file or one holding such a record: locking
-//!   someone's script or data file never writes to it;
+//!   ext4), and only if the file, as it is at that moment, is empty or holds
+//!   exactly such a record: locking someone's script or data file never
+//!   writes to it, even after it was rewritten in place;
+//! - waits poll with non-blocking flock(2), checking [`super::interrupted`]
+//!   between tries, so PHP's signal handlers run during a wait;
 //! - a dropped, unlocked lock leaves its descriptor to the next `FileLock`
 //!   of the same path in this thread (up to 8), so a new object per run
 //!   costs no open/close; it is re-checked like any other after locking;
@@ -30,9 +38,9 @@
 //!   at fork time, so it cannot keep the lock alive either.
 
 use super::sys::{self, FileId};
-use super::Wait;
+use super::{Refusal, Wait};
 use crate::error::{Error, Result};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -40,16 +48,22 @@ use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Size of the holder record: fixed, so rewriting it never changes the size.
 const RECORD_LEN: usize = 128;
 const RECORD_MAGIC: &[u8] = b"cronlock pid=";
 /// How many unlocked descriptors of dropped locks a thread keeps for reuse.
 const IDLE_MAX: usize = 8;
-/// Longest pause between two tries of a timed wait; bounds the hand-off
-/// latency (there is no flock(2) with a timeout).
+/// Longest pause between two tries of a wait; bounds the hand-off latency
+/// (there is no flock(2) with a timeout, and a blocking one would not let
+/// PHP's signal handlers run: see [`sys::try_flock`]).
 const MAX_POLL: Duration = Duration::from_millis(1);
+/// A wait forever that has lasted [`LONG_WAIT`] polls at most this far apart:
+/// a lock held for minutes costs no thousand syscalls a second, and a free
+/// lock or a pending signal is still noticed within this.
+const MAX_POLL_LONG_WAIT: Duration = Duration::from_millis(20);
+const LONG_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileOptions {
@@ -78,18 +92,43 @@ struct Handle {
     id: FileId,
     writable: bool,
     opened_by: u32,
-    /// The file is known to contain our record (or be empty), so we may write.
-    record_is_ours: bool,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        // A fork child's registry is a copy nobody reads; leave it (and its
-        // mutex, which another thread may have held at fork time) alone.
+        // A fork child's registry is a copy nobody reads; leave it alone.
         if self.opened_by == sys::current_pid() {
             sys::untrack_fd(self.file.as_raw_fd());
         }
     }
+}
+
+/// A file this thread holds through one [`FileLock`]: flock(2) excludes two
+/// open file descriptions of one process from each other, so a second
+/// object on the same file would wait for this thread itself.
+#[derive(Debug, Clone, Copy)]
+struct HeldFile {
+    id: FileId,
+    shared: bool,
+    owner: u64,
+    pid: u32,
+}
+
+thread_local! {
+    /// Per thread: a ZTS thread may legitimately wait for another thread.
+    static HELD: RefCell<Vec<HeldFile>> = const { RefCell::new(Vec::new()) };
+    static NEXT_OWNER: Cell<u64> = const { Cell::new(1) };
+}
+
+/// Whether another object of this thread holds `id` in a mode that excludes
+/// `shared` (readers do not exclude readers).
+fn held_by_another_object(id: FileId, shared: bool, me: u64) -> bool {
+    let pid = sys::current_pid();
+    HELD.with(|held| {
+        held.borrow()
+            .iter()
+            .any(|h| h.owner != me && h.pid == pid && h.id.same_file(&id) && !(h.shared && shared))
+    })
 }
 
 #[derive(Debug)]
@@ -101,6 +140,10 @@ pub struct FileLock {
     handle: ManuallyDrop<Handle>,
     /// Pid of the process that holds the lock through this object.
     held_by: Option<u32>,
+    /// This object's key in the thread's [`HELD`] registry.
+    owner: u64,
+    /// Why the last `acquire` returned false.
+    refusal: Option<Refusal>,
 }
 
 impl FileLock {
@@ -110,7 +153,8 @@ impl FileLock {
     ///
     /// [`Error::InvalidValue`] for an empty path, a NUL byte or a mode above
     /// 0o7777; [`Error::Lock`] when the file cannot be opened, is not a
-    /// regular file, or is on a network filesystem (unless allowed).
+    /// regular file, is on a network filesystem (unless allowed), or is in a
+    /// world-writable directory and owned by another user than us or root.
     pub fn open(path: &Path, options: FileOptions) -> Result<Self> {
         if path.as_os_str().is_empty() {
             return Err(Error::value("$path", "must not be empty"));
@@ -133,6 +177,8 @@ impl FileLock {
             options,
             handle: ManuallyDrop::new(handle),
             held_by: None,
+            owner: NEXT_OWNER.with(|next| next.replace(next.get() + 1)),
+            refusal: None,
         })
     }
 
@@ -141,32 +187,50 @@ impl FileLock {
     }
 
     /// Takes the lock. `Ok(false)`: another holder kept it for the whole wait,
-    /// or the wait was cut short by [`super::interrupted`] (a PHP signal
-    /// handler or timeout waiting to run), as PHP's own `flock()` returns on
-    /// `EINTR`.
+    /// the wait was cut short by [`super::interrupted`] (a PHP signal
+    /// handler or timeout waiting to run), or, for a try once, another object
+    /// of this thread holds the file; [`FileLock::refusal`] tells which.
+    ///
+    /// On a lock this object holds already it waits for nothing: `Ok(true)`
+    /// when the path still names the locked file, else the hold is lost
+    /// (the stale file is unlocked) and it is `Ok(false)`.
     ///
     /// # Errors
     ///
-    /// [`Error::Lock`] when flock(2) fails for another reason than contention
-    /// or the file cannot be reopened after it was replaced.
+    /// [`Error::Lock`] when another object of this thread holds the file and
+    /// `wait` is not [`Wait::Once`] (that wait could never end), when
+    /// flock(2) fails for another reason than contention, or when the file
+    /// cannot be reopened after it was replaced.
     pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        self.refusal = None;
         let me = sys::current_pid();
         if self.held_by == Some(me) {
-            return Ok(true);
+            return self.confirm_hold();
         }
         if self.handle.opened_by != me {
             // A fork child: its descriptor was detached; open its own.
             self.reopen()?;
         }
         self.held_by = None;
+        let started = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {
-            let block = wait == Wait::Forever;
-            let locked = sys::flock(&self.handle.file, self.options.shared, block)
+            if held_by_another_object(self.handle.id, self.options.shared, self.owner) {
+                if wait == Wait::Once {
+                    return Ok(self.refuse(Refusal::HeldByThisThread));
+                }
+                return Err(Error::Lock(format!(
+                    "lock file {} is already held by this process (pid {me}) through another \
+                     CronLock\\File object; waiting for it would deadlock",
+                    super::shorten(&self.path.display().to_string())
+                )));
+            }
+            let locked = sys::try_flock(&self.handle.file, self.options.shared)
                 .map_err(|e| self.os_error("cannot lock", &e))?;
             if locked {
                 if self.still_named_by_path()? {
                     self.held_by = Some(me);
+                    self.register_hold();
                     self.write_record();
                     return Ok(true);
                 }
@@ -177,18 +241,53 @@ impl FileLock {
                 continue;
             }
             if super::interrupted() {
-                return Ok(false);
+                return Ok(self.refuse(Refusal::Interrupted));
             }
-            match wait.remaining() {
-                Some(left) if left.is_zero() => return Ok(false),
-                // A blocking flock woken by a signal nobody asked to see.
-                None if block => {}
-                left => {
-                    std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
-                    pause = (pause * 2).min(MAX_POLL);
-                }
+            let left = wait.remaining();
+            if left.is_some_and(|l| l.is_zero()) {
+                return Ok(self.refuse(Refusal::Contended));
             }
+            let cap = if left.is_none() && started.elapsed() >= LONG_WAIT {
+                MAX_POLL_LONG_WAIT
+            } else {
+                MAX_POLL
+            };
+            pause = (pause * 2).min(cap);
+            std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
         }
+    }
+
+    /// Why the last [`FileLock::acquire`] returned `Ok(false)`; `None` after
+    /// one that succeeded or failed.
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refusal
+    }
+
+    /// Whether the lock is still ours: held by this object and the path
+    /// still names the locked file. A lost hold is dropped (the stale file
+    /// unlocked), so `is_held()` is false afterwards.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lock`] when the path cannot be examined (other than missing).
+    pub fn renew(&mut self) -> Result<bool> {
+        if !self.is_held() {
+            return Ok(false);
+        }
+        self.confirm_hold()
+    }
+
+    fn confirm_hold(&mut self) -> Result<bool> {
+        if self.still_named_by_path()? {
+            return Ok(true);
+        }
+        self.release()?;
+        Ok(self.refuse(Refusal::Lost))
+    }
+
+    fn refuse(&mut self, why: Refusal) -> bool {
+        self.refusal = Some(why);
+        false
     }
 
     /// Gives the lock up. `Ok(false)` when this process did not hold it.
@@ -201,16 +300,41 @@ impl FileLock {
             return Ok(false);
         }
         self.held_by = None;
+        self.unregister_hold();
         sys::unlock(&self.handle.file).map_err(|e| self.os_error("cannot unlock", &e))?;
         Ok(true)
     }
 
+    /// What this object believes (no syscall): see [`FileLock::renew`] for
+    /// whether the path still names the file.
     pub fn is_held(&self) -> bool {
         self.held_by == Some(sys::current_pid())
     }
 
-    /// The pid of the process holding the lock now, whoever it is; `None`
-    /// when the lock is free. Never takes or disturbs the lock.
+    fn register_hold(&self) {
+        let entry = HeldFile {
+            id: self.handle.id,
+            shared: self.options.shared,
+            owner: self.owner,
+            pid: sys::current_pid(),
+        };
+        HELD.with(|held| held.borrow_mut().push(entry));
+    }
+
+    fn unregister_hold(&self) {
+        HELD.with(|held| held.borrow_mut().retain(|h| h.owner != self.owner));
+    }
+
+    /// The pid of a process holding the lock now, whoever it is; `None`
+    /// when the lock is free or the holder cannot be told for sure. Never
+    /// takes or disturbs the lock.
+    ///
+    /// A pid is only ever one that /proc/locks lists for exactly this
+    /// device and inode, that lives, and that has this very file open (so
+    /// neither the holder of another file with the same inode number on
+    /// another tmpfs, nor a dead locker whose child kept the descriptor, nor
+    /// a process that got the dead locker's pid since). Among those, the pid
+    /// recorded in the file is preferred.
     ///
     /// # Errors
     ///
@@ -219,14 +343,16 @@ impl FileLock {
         let recorded = self.recorded_pid()?;
         let id = sys::path_id(&self.c_path).unwrap_or(self.handle.id);
         Ok(match sys::kernel_flock_holders(id) {
-            Some(pids) if pids.is_empty() => None,
-            Some(pids) => match recorded {
-                Some(pid) if pids.contains(&pid) => Some(pid),
-                // The holder has not written its record yet, does not write
-                // one (shared or read-only), or lives in another pid
-                // namespace: the kernel's pid is the one that is true here.
-                _ => pids.iter().copied().find(|&p| p != 0).or(recorded),
-            },
+            Some(pids) => {
+                let live: Vec<u32> = pids
+                    .into_iter()
+                    .filter(|&pid| sys::holds_file_open(pid, id))
+                    .collect();
+                match recorded {
+                    Some(pid) if live.contains(&pid) => Some(pid),
+                    _ => live.first().copied(),
+                }
+            }
             None => recorded.filter(|&pid| sys::process_alive(pid)),
         })
     }
@@ -238,13 +364,9 @@ impl FileLock {
         Ok(parse_record_pid(&buf[..n]))
     }
 
-    fn still_named_by_path(&mut self) -> Result<bool> {
+    fn still_named_by_path(&self) -> Result<bool> {
         match sys::path_id(&self.c_path) {
-            Ok(now) if now.dev == self.handle.id.dev && now.ino == self.handle.id.ino => {
-                self.handle.id.size = now.size;
-                Ok(true)
-            }
-            Ok(_) => Ok(false),
+            Ok(now) => Ok(now.same_file(&self.handle.id)),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
             Err(e) => Err(self.os_error("cannot stat", &e)),
         }
@@ -260,33 +382,40 @@ impl FileLock {
     }
 
     /// Records who holds the lock. Best effort: the lock is held either way,
-    /// and a full disk must not turn a held lock into an error.
-    fn write_record(&mut self) {
+    /// and a full disk must not turn a held lock into an error. Decided
+    /// now, from the file as it is now (its size and first bytes): nothing
+    /// learnt earlier is trusted, since anyone may have rewritten the file
+    /// in place since then.
+    fn write_record(&self) {
         if self.options.shared || !self.handle.writable {
             return;
         }
-        if !self.handle.record_is_ours {
-            self.handle.record_is_ours = match self.handle.id.size {
-                0 => true,
-                len if len == RECORD_LEN as u64 => {
-                    let mut head = [0u8; RECORD_MAGIC.len()];
-                    self.handle.file.read_exact_at(&mut head, 0).is_ok() && head == RECORD_MAGIC
-                }
-                _ => false,
-            };
-            if !self.handle.record_is_ours {
-                return;
-            }
+        if holds_only_a_record_or_nothing(&self.handle.file) {
+            let _ = self.handle.file.write_all_at(&current_record(), 0);
         }
-        let _ = self.handle.file.write_all_at(&current_record(), 0);
     }
 
     fn os_error(&self, what: &str, err: &io::Error) -> Error {
         Error::Lock(format!(
             "{what} lock file {}: {}",
-            self.path.display(),
+            super::shorten(&self.path.display().to_string()),
             sys::reason(err)
         ))
+    }
+}
+
+/// Whether the file is empty or holds exactly one holder record (and so is
+/// ours to overwrite).
+fn holds_only_a_record_or_nothing(file: &File) -> bool {
+    match sys::file_size(file) {
+        Ok(0) => true,
+        Ok(len) if len == RECORD_LEN as u64 => {
+            let mut record = [0u8; RECORD_LEN];
+            read_at_most(file, &mut record).is_ok_and(|n| n == RECORD_LEN)
+                && record.starts_with(RECORD_MAGIC)
+                && record.iter().position(|&b| b == b'\n') == Some(RECORD_LEN - 1)
+        }
+        _ => false,
     }
 }
 
@@ -368,7 +497,7 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
     let fail = |what: &str, e: &io::Error| {
         Error::Lock(format!(
             "{what} lock file {}: {}",
-            path.display(),
+            super::shorten(&path.display().to_string()),
             sys::reason(e)
         ))
     };
@@ -382,10 +511,11 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
             return Err(Error::Lock(format!(
                 "lock file {} is on a {fs} filesystem, where flock() is unreliable; \
                  use a local path or pass 'allow_network_fs' => true",
-                path.display()
+                super::shorten(&path.display().to_string())
             )));
         }
     }
+    refuse_foreign_file_in_shared_dir(path, id)?;
     // Tracked only once it is ours to keep: the fork handler rewrites every
     // tracked number, and a refused file's number is soon reused by PHP.
     sys::track_fd(file.as_raw_fd());
@@ -394,8 +524,37 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
         id,
         writable,
         opened_by: sys::current_pid(),
-        record_is_ours: false,
     })
+}
+
+/// In a directory everyone may write to (/tmp, /run/lock), anyone can
+/// create the lock file first and then hold it, or keep it locked, as long
+/// as they like. A file there owned by another user than us and root is
+/// refused rather than trusted.
+fn refuse_foreign_file_in_shared_dir(path: &Path, id: FileId) -> Result<()> {
+    let me = sys::effective_uid();
+    if id.uid == me || id.uid == 0 {
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let world_writable = std::fs::metadata(dir).is_ok_and(|meta| {
+        use std::os::unix::fs::PermissionsExt;
+        meta.permissions().mode() & 0o002 != 0
+    });
+    if !world_writable {
+        return Ok(());
+    }
+    Err(Error::Lock(format!(
+        "lock file {} is owned by uid {}, who could hold it forever; it is in the \
+         world-writable directory {}: remove it, or use a lock file in a directory \
+         that only trusted users can write to",
+        super::shorten(&path.display().to_string()),
+        id.uid,
+        dir.display()
+    )))
 }
 
 fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
@@ -667,28 +826,42 @@ mod tests {
         );
     }
 
-    #[test]
-    fn timed_wait_gets_the_lock_soon_after_release() {
-        let dir = temp_dir("wait");
+    /// How long after the holder's release a waiter in another thread,
+    /// which waited `hold_for` with `wait`, holds the lock.
+    fn hand_off_latency(name: &str, wait: Wait, hold_for: Duration) -> Duration {
+        let dir = temp_dir(name);
         let path = dir.join("a.lock");
         let mut holder = open(&path);
         assert!(holder.acquire(Wait::Once).unwrap());
         let waiter_path = path.clone();
         let waiter = std::thread::spawn(move || {
-            let mut lock = open(&waiter_path);
-            let got = lock
-                .acquire(Wait::from_seconds("$timeout", 10.0).unwrap())
-                .unwrap();
+            let got = open(&waiter_path).acquire(wait).unwrap();
             (got, Instant::now())
         });
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(hold_for);
         let released_at = Instant::now();
         holder.release().unwrap();
         let (got, acquired_at) = waiter.join().unwrap();
         assert!(got);
+        acquired_at - released_at
+    }
+
+    #[test]
+    fn timed_wait_gets_the_lock_soon_after_release() {
+        let wait = Wait::from_seconds("$timeout", 10.0).unwrap();
         // Generous bound: the poll interval is 1 ms; this only catches a
         // regression to coarse polling, not noise on a busy machine.
-        assert!(acquired_at - released_at < Duration::from_millis(200));
+        assert!(
+            hand_off_latency("wait", wait, Duration::from_millis(100)) < Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn a_long_wait_forever_still_takes_a_freed_lock_promptly() {
+        // Past LONG_WAIT the waiter polls at its slower pace (20 ms); the
+        // bound catches seconds, not noise.
+        let held = LONG_WAIT + Duration::from_millis(300);
+        assert!(hand_off_latency("forever", Wait::Forever, held) < Duration::from_millis(500));
     }
 
     #[test]
@@ -697,12 +870,119 @@ mod tests {
         let path = dir.join("a.lock");
         let mut holder = open(&path);
         assert!(holder.acquire(Wait::Once).unwrap());
-        let mut waiter = open(&path);
-        let start = Instant::now();
-        assert!(!waiter
-            .acquire(Wait::from_seconds("$timeout", 0.2).unwrap())
-            .unwrap());
-        assert!(start.elapsed() >= Duration::from_millis(200));
+        // Another thread: in this one, the wait would be refused as a
+        // self-deadlock.
+        let waiter = std::thread::spawn(move || {
+            let mut waiter = open(&path);
+            let start = Instant::now();
+            let got = waiter
+                .acquire(Wait::from_seconds("$timeout", 0.2).unwrap())
+                .unwrap();
+            (got, waiter.refusal(), start.elapsed())
+        });
+        let (got, refusal, waited) = waiter.join().unwrap();
+        assert!(!got);
+        assert_eq!(refusal, Some(Refusal::Contended));
+        assert!(waited >= Duration::from_millis(200));
+    }
+
+    #[test]
+    fn acquire_on_a_held_lock_checks_and_does_not_count() {
+        let dir = temp_dir("reacquire");
+        let path = dir.join("a.lock");
+        let mut lock = open(&path);
+        assert!(lock.acquire(Wait::Once).unwrap());
+        assert!(
+            lock.acquire(Wait::Forever).unwrap(),
+            "no wait on a held lock"
+        );
+        assert!(lock.release().unwrap());
+        assert!(!lock.is_held());
+        let mut other = open(&path);
+        assert!(other.acquire(Wait::Once).unwrap(), "one release frees it");
+    }
+
+    #[test]
+    fn a_hold_on_an_unlinked_or_replaced_file_is_lost() {
+        let dir = temp_dir("lost");
+        let path = dir.join("a.lock");
+        for replace in [false, true] {
+            let mut lock = open(&path);
+            assert!(lock.acquire(Wait::Once).unwrap());
+            assert!(lock.renew().unwrap());
+            std::fs::remove_file(&path).unwrap();
+            if replace {
+                std::fs::write(&path, "").unwrap();
+            }
+            assert!(lock.is_held(), "is_held() is what the object believes");
+            assert!(!lock.renew().unwrap());
+            assert!(!lock.is_held());
+            assert!(!lock.renew().unwrap());
+            assert!(
+                lock.acquire(Wait::Once).unwrap(),
+                "takes the file named now"
+            );
+            lock.release().unwrap();
+            let _ = std::fs::remove_file(&path);
+        }
+        let mut lock = open(&path);
+        assert!(lock.acquire(Wait::Once).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            !lock.acquire(Wait::Once).unwrap(),
+            "acquire on held asks too"
+        );
+        assert_eq!(lock.refusal(), Some(Refusal::Lost));
+    }
+
+    #[test]
+    fn a_second_object_of_this_thread_is_busy_or_refused_never_a_deadlock() {
+        let dir = temp_dir("self");
+        let path = dir.join("a.lock");
+        let mut first = open(&path);
+        assert!(first.acquire(Wait::Once).unwrap());
+        let mut second = open(&path);
+        assert!(!second.acquire(Wait::Once).unwrap());
+        assert_eq!(second.refusal(), Some(Refusal::HeldByThisThread));
+        for wait in [Wait::Forever, Wait::from_seconds("$timeout", 5.0).unwrap()] {
+            let err = second.acquire(wait).unwrap_err();
+            assert!(
+                err.to_string().contains("waiting for it would deadlock"),
+                "{err}"
+            );
+        }
+        first.release().unwrap();
+        assert!(second.acquire(Wait::Forever).unwrap());
+        // Shared holds of one thread coexist, as flock(2) lets them.
+        let shared = FileOptions {
+            shared: true,
+            ..FileOptions::default()
+        };
+        second.release().unwrap();
+        let mut r1 = FileLock::open(&path, shared).unwrap();
+        let mut r2 = FileLock::open(&path, shared).unwrap();
+        assert!(r1.acquire(Wait::Forever).unwrap());
+        assert!(r2.acquire(Wait::Forever).unwrap());
+        assert!(second.acquire(Wait::Forever).is_err());
+    }
+
+    #[test]
+    fn user_data_written_over_a_record_is_never_overwritten() {
+        let dir = temp_dir("rewritten");
+        let path = dir.join("a.lock");
+        let mut lock = open(&path);
+        assert!(lock.acquire(Wait::Once).unwrap());
+        lock.release().unwrap();
+        // Same inode, rewritten in place with data of the same size.
+        let data = vec![b'd'; RECORD_LEN];
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .write_all_at(&data, 0)
+            .unwrap();
+        assert!(lock.acquire(Wait::Once).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), data);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The lock logic, in plain Rust: no PHP types here, so `cargo test`
 //! exercises all of it without a PHP runtime.
 
+pub mod dirs;
 pub mod file;
 pub mod redis;
 mod sys;
@@ -21,6 +22,34 @@ pub fn set_interrupt_check(check: fn() -> bool) {
 /// Whether a wait should give up now (always false without a check).
 pub fn interrupted() -> bool {
     INTERRUPT_CHECK.get().is_some_and(|check| check())
+}
+
+/// Why an `acquire` returned false: the busy line of `cron_guard()` says
+/// different things for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another holder kept the lock for the whole wait.
+    Contended,
+    /// Another lock object of this thread holds it (a try once; a wait
+    /// would be an error, as it could never end).
+    HeldByThisThread,
+    /// A PHP signal handler (or timeout) is waiting to run.
+    Interrupted,
+    /// This object held the lock and found it lost (File: the path no
+    /// longer names the locked file).
+    Lost,
+}
+
+/// Longest user-supplied name (key, path, lock name) a message echoes.
+const MAX_ECHOED_CHARS: usize = 200;
+
+/// `name` as messages echo it: cut to 200 characters, with "…" appended
+/// when cut, so a 1 MB key does not become a 1 MB log line.
+pub fn shorten(name: &str) -> String {
+    match name.char_indices().nth(MAX_ECHOED_CHARS) {
+        Some((at, _)) => format!("{}…", &name[..at]),
+        None => name.to_owned(),
+    }
 }
 
 /// How long `acquire` may wait, from the PHP `$timeout` argument.
@@ -70,6 +99,17 @@ impl Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_are_cut_to_200_characters() {
+        assert_eq!(shorten("short"), "short");
+        let exact = "é".repeat(200);
+        assert_eq!(shorten(&exact), exact);
+        let long = "k".repeat(1 << 20);
+        let cut = shorten(&long);
+        assert_eq!(cut.chars().count(), 201);
+        assert!(cut.ends_with("k…"));
+    }
 
     #[test]
     fn timeout_signs_map_to_wait_modes() {

@@ -1,6 +1,7 @@
 //! Platform calls behind one module: opening lock files safely, flock(2),
 //! filesystem detection and the kernel's view of who holds a lock.
 
+use parking_lot::Mutex;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -8,14 +9,21 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::{Once, OnceLock};
 
-/// Identity and size of a file, from fstat/lstat.
+/// Identity of a file (device and inode), from fstat/lstat, with its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId {
     pub dev: u64,
     pub ino: u64,
-    pub size: u64,
+    pub uid: u32,
+}
+
+impl FileId {
+    /// Same file: device and inode (the owner is not part of the identity).
+    pub fn same_file(&self, other: &FileId) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
 }
 
 /// The OS reason alone ("Permission denied"), without Rust's "(os error 13)".
@@ -74,19 +82,28 @@ fn file_id(st: &libc::stat) -> FileId {
     FileId {
         dev: st.st_dev,
         ino: st.st_ino,
-        size: st.st_size as u64,
+        uid: st.st_uid,
     }
 }
 
-/// fstat: the open file's identity, or an error if it is not a regular file.
-pub fn regular_file_id(file: &File) -> io::Result<FileId> {
+fn fstat(file: &File) -> io::Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` is a valid out-pointer for one `struct stat`.
     if unsafe { libc::fstat(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fstat succeeded and filled `st`.
-    let st = unsafe { st.assume_init() };
+    Ok(unsafe { st.assume_init() })
+}
+
+/// The open file's size now (not cached: someone may rewrite it any time).
+pub fn file_size(file: &File) -> io::Result<u64> {
+    Ok(fstat(file)?.st_size as u64)
+}
+
+/// fstat: the open file's identity, or an error if it is not a regular file.
+pub fn regular_file_id(file: &File) -> io::Result<FileId> {
+    let st = fstat(file)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(io::Error::other(format!(
             "not a regular file (it is {})",
@@ -108,48 +125,80 @@ fn kind_name(mode: libc::mode_t) -> &'static str {
     }
 }
 
-/// lstat: what the path names now (a lock file can be unlinked or replaced
-/// behind our back, e.g. by a tmp cleaner).
-pub fn path_id(path: &CString) -> io::Result<FileId> {
+fn lstat(path: &CString) -> io::Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `path` is NUL-terminated and `st` a valid out-pointer.
     if unsafe { libc::lstat(path.as_ptr(), st.as_mut_ptr()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: lstat succeeded and filled `st`.
-    Ok(file_id(&unsafe { st.assume_init() }))
+    Ok(unsafe { st.assume_init() })
 }
 
-/// flock(2) with LOCK_NB when `block` is false. `Ok(false)`: held
-/// elsewhere, or a blocking wait was interrupted by a signal (the caller
-/// decides whether to wait on).
-pub fn flock(file: &File, shared: bool, block: bool) -> io::Result<bool> {
-    let mut op = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
-    if !block {
-        op |= libc::LOCK_NB;
-    }
-    loop {
-        // SAFETY: flock on an fd we own; no memory is passed.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(true);
-        }
+/// lstat: what the path names now (a lock file can be unlinked or replaced
+/// behind our back, e.g. by a tmp cleaner).
+pub fn path_id(path: &CString) -> io::Result<FileId> {
+    Ok(file_id(&lstat(path)?))
+}
+
+/// A directory as lstat sees it (a symlink is not followed): its owner and
+/// permission bits, or `None` when the path is not a directory.
+pub fn dir_owner_and_mode(path: &Path) -> io::Result<Option<(u32, u32)>> {
+    let st = lstat(&c_path(path)?)?;
+    Ok((st.st_mode & libc::S_IFMT == libc::S_IFDIR).then_some((st.st_uid, st.st_mode & 0o7777)))
+}
+
+/// mkdir(2) with exactly `mode` (umask does not apply: it is fixed after).
+/// An existing entry is left alone: the caller checks what it is.
+pub fn make_private_dir(path: &Path, mode: u32) -> io::Result<()> {
+    let c = c_path(path)?;
+    // SAFETY: `c` is NUL-terminated.
+    if unsafe { libc::mkdir(c.as_ptr(), mode as libc::mode_t) } != 0 {
         let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            Some(libc::EINTR) if block => return Ok(false),
-            Some(libc::EINTR) => {}
-            _ => return Err(err),
-        }
+        return if err.raw_os_error() == Some(libc::EEXIST) {
+            Ok(())
+        } else {
+            Err(err)
+        };
+    }
+    // SAFETY: as above; the directory was just made by us.
+    unsafe { libc::chmod(c.as_ptr(), mode as libc::mode_t) };
+    Ok(())
+}
+
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether this process may create files in `dir` (access(2), W_OK|X_OK).
+pub fn may_write_dir(dir: &Path) -> bool {
+    c_path(dir).is_ok_and(|c| {
+        // SAFETY: `c` is NUL-terminated.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+    })
+}
+
+/// One non-blocking try: flock(LOCK_EX|LOCK_NB), or LOCK_SH when `shared`
+/// (std's file locks are flock(2) on Linux, so util-linux `flock(1)` and
+/// PHP's `flock()` see them). `Ok(false)`: held elsewhere. There is no
+/// blocking variant on purpose: a blocking flock(2) is restarted after a
+/// signal (SA_RESTART), so PHP's signal handlers would wait with it.
+pub fn try_flock(file: &File, shared: bool) -> io::Result<bool> {
+    let tried = if shared {
+        file.try_lock_shared()
+    } else {
+        file.try_lock()
+    };
+    match tried {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(err)) => Err(err),
     }
 }
 
 pub fn unlock(file: &File) -> io::Result<()> {
-    // SAFETY: flock on an fd we own; no memory is passed.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    file.unlock()
 }
 
 /// The name of the filesystem `file` is on when flock(2) is unreliable
@@ -158,19 +207,11 @@ pub fn unlock(file: &File) -> io::Result<()> {
 /// mounted, and it saves a syscall on every `new CronLock\File`.
 pub fn unreliable_fs(file: &File, dev: u64) -> io::Result<Option<&'static str>> {
     static KNOWN: Mutex<Vec<(u64, Option<&'static str>)>> = Mutex::new(Vec::new());
-    if let Some(&(_, fs)) = KNOWN
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(|(d, _)| *d == dev)
-    {
+    if let Some(&(_, fs)) = KNOWN.lock().iter().find(|(d, _)| *d == dev) {
         return Ok(fs);
     }
     let fs = fs_with_unreliable_flock(file)?;
-    KNOWN
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((dev, fs));
+    KNOWN.lock().push((dev, fs));
     Ok(fs)
 }
 
@@ -218,9 +259,7 @@ pub fn kernel_flock_holders(id: FileId) -> Option<Vec<u32>> {
         libc::minor(id.dev as libc::dev_t),
         id.ino
     );
-    let wanted_ino = format!(":{}", id.ino);
-    let mut exact = Vec::new();
-    let mut same_inode = Vec::new();
+    let mut holders = Vec::new();
     for line in text.lines() {
         // "1: FLOCK  ADVISORY  WRITE 4242 08:02:131 0 EOF"; waiters have "->".
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -230,15 +269,37 @@ pub fn kernel_flock_holders(id: FileId) -> Option<Vec<u32>> {
         let (Ok(pid), dev_ino) = (fields[4].parse::<u32>(), fields[5]) else {
             continue;
         };
-        if dev_ino == wanted {
-            exact.push(pid);
-        } else if dev_ino.ends_with(&wanted_ino) {
-            same_inode.push(pid);
+        // Exact device and inode only: inode numbers alone repeat across
+        // filesystems (every tmpfs mount counts from 2), and naming the
+        // holder of another file is worse than naming nobody.
+        if dev_ino == wanted && pid != 0 {
+            holders.push(pid);
         }
     }
-    // Some filesystems (btrfs subvolumes, overlayfs) report a device in
-    // stat(2) that differs from the one in /proc/locks.
-    Some(if exact.is_empty() { same_inode } else { exact })
+    Some(holders)
+}
+
+/// Whether `pid` lives and has a descriptor open on the file `id` (its
+/// /proc/<pid>/fd entries, followed). A pid in /proc/locks can be stale: the
+/// locker exited and a child kept the descriptor, and the pid may since
+/// have been reused by an unrelated process. `false` when that cannot be
+/// read (another user's process, no /proc): unknown is not "holds it".
+#[cfg(target_os = "linux")]
+pub fn holds_file_open(pid: u32, id: FileId) -> bool {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        std::fs::metadata(entry.path()).is_ok_and(|meta| {
+            use std::os::unix::fs::MetadataExt;
+            meta.dev() == id.dev && meta.ino() == id.ino
+        })
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn holds_file_open(pid: u32, _id: FileId) -> bool {
+    process_alive(pid)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -288,9 +349,15 @@ pub fn current_pid() -> u32 {
 fn register_fork_handler() {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
-        // SAFETY: registers a plain function pointer; glibc unregisters it
+        // SAFETY: registers plain function pointers; glibc unregisters them
         // if this shared object is unloaded.
-        unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(in_fork_child),
+            )
+        };
     });
 }
 
@@ -303,44 +370,59 @@ static LOCK_FDS: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
 pub fn track_fd(fd: RawFd) {
     register_fork_handler();
-    LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner()).push(fd);
+    LOCK_FDS.lock().push(fd);
 }
 
 #[cfg(test)]
 pub fn tracked_fds() -> Vec<RawFd> {
-    LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    LOCK_FDS.lock().clone()
 }
 
 pub fn untrack_fd(fd: RawFd) {
-    let mut fds = LOCK_FDS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut fds = LOCK_FDS.lock();
     if let Some(at) = fds.iter().position(|&f| f == fd) {
         fds.swap_remove(at);
     }
 }
 
+/// Takes LOCK_FDS across fork(2), so that no other thread (ZTS) can be
+/// halfway through changing the list when the child's copy of memory is
+/// made: the child then finds the list complete and the mutex held by the
+/// thread that forked, which is the only thread it has. The forking thread
+/// itself never holds LOCK_FDS when it forks (it is only held inside the
+/// three functions above, which do not fork), so this cannot deadlock.
+extern "C" fn before_fork() {
+    std::mem::forget(LOCK_FDS.lock());
+}
+
+extern "C" fn after_fork_in_parent() {
+    // SAFETY: before_fork locked it in this thread and forgot the guard.
+    unsafe { LOCK_FDS.force_unlock() };
+}
+
 extern "C" fn in_fork_child() {
     PID.store(0, Ordering::Relaxed);
-    // try_lock: forks come from the PHP thread, which never forks while it
-    // holds this mutex; if it somehow is held, leave the fds alone.
-    let Ok(mut fds) = LOCK_FDS.try_lock() else {
-        return;
-    };
+    // SAFETY: before_fork locked LOCK_FDS in the thread that forked, which
+    // is this one (the child's only thread); nothing else can touch it
+    // until the unlock below.
+    let fds = unsafe { &mut *LOCK_FDS.data_ptr() };
     // SAFETY: open(2) of a constant path; the result is checked.
     let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if null < 0 {
-        return;
+    if null >= 0 {
+        for &fd in fds.iter() {
+            // SAFETY: replaces the child's copy of a descriptor we own with
+            // /dev/null; the number stays valid for the owner's later close().
+            unsafe { replace_fd(null, fd) };
+        }
+        // SAFETY: `null` was opened above and is not used after this.
+        unsafe { libc::close(null) };
     }
-    for &fd in fds.iter() {
-        // SAFETY: replaces the child's copy of a descriptor we own with
-        // /dev/null; the number stays valid for the owner's later close().
-        unsafe { replace_fd(null, fd) };
-    }
-    // SAFETY: `null` was opened above and is not used after this.
-    unsafe { libc::close(null) };
     // The detached numbers are no lock files of this process: its objects
     // close them without untracking, and a file opened later on the same
     // number must not be detached in this child's own children.
     fds.clear();
+    // SAFETY: pairs the lock taken by before_fork (see above).
+    unsafe { LOCK_FDS.force_unlock() };
 }
 
 #[cfg(target_os = "linux")]

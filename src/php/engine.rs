@@ -1,13 +1,15 @@
 //! Engine calls that ext-php-rs does not wrap.
 
+use ext_php_rs::ffi::zend_execute_data;
 use ext_php_rs::types::{ZendCallable, Zval};
-use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry};
+use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry, ProcessGlobals};
 use std::ffi::{c_char, CStr};
 
 extern "C" {
     fn zend_throw_unwind_exit();
-    fn zend_exception_save();
-    fn zend_exception_restore();
+    fn zend_throw_exception_internal(exception: *mut ext_php_rs::types::ZendObject);
+    fn zend_set_memory_limit(limit: usize) -> i32;
+    fn zend_memory_usage(real_usage: bool) -> usize;
     #[link_name = "display_ini_entries"]
     fn php_display_ini_entries(module: *mut ModuleEntry);
     fn zend_ini_string_ex(
@@ -20,22 +22,120 @@ extern "C" {
 
 /// What `exit($status)` does: the script unwinds through `finally` blocks
 /// and shutdown functions, then the process exits with `status`.
+/// Not with an exception pending: that one propagates instead (the engine
+/// must never get an unwind exit on top of a pending exception).
 pub fn exit(status: i32) {
+    if ExecutorGlobals::has_exception() {
+        return;
+    }
     ExecutorGlobals::get_mut().exit_status = status;
-    // SAFETY: called from inside a PHP function call, as the exit opcode does.
+    // SAFETY: called from inside a PHP function call, as the exit opcode
+    // does, with no exception pending (checked above).
     unsafe { zend_throw_unwind_exit() };
 }
 
-/// Runs `f` with any pending exception (or `exit()` unwind) set aside, so
-/// that PHP code can be called, then puts it back: the engine refuses to
-/// call functions while an exception is pending.
-pub fn with_exception_saved<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: save and restore are paired around a PHP call, as the engine
-    // does around destructors.
-    unsafe { zend_exception_save() };
+/// The frame PHP is executing now (for [`restore_frame`]).
+pub fn current_frame() -> *mut zend_execute_data {
+    ExecutorGlobals::get().current_execute_data
+}
+
+/// After a bailout out of PHP code we called, the engine still points at the
+/// frame where the fatal error happened; PHP code called from here on must
+/// see our caller's frame as its parent instead, as after a normal return.
+pub fn restore_frame(frame: *mut zend_execute_data) {
+    ExecutorGlobals::get_mut().current_execute_data = frame;
+}
+
+/// Runs `f`, which calls PHP code to release a lock, with room for that
+/// after the job died of `memory_limit`: the memory limit is lifted, then
+/// put back to `memory_limit` as PHP's own fatal-error path does; and on
+/// PHP builds that delay an out-of-memory error (they unwind the script
+/// like `exit()` and refuse every function call until the request shuts
+/// down, where they clear the state so that shutdown functions can run),
+/// that refusal is lifted for the call and put back after it, so that the
+/// unwinding goes on exactly as before.
+pub fn with_room_for_cleanup<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: plain setter of the request's allocator limit.
+    unsafe { zend_set_memory_limit(usize::MAX >> 1) };
+    let oom_state = delayed_oom_state();
+    let blocked = oom_state.filter(|state| *state != OOM_STATE_NONE);
+    if blocked.is_some() {
+        set_delayed_oom_state(OOM_STATE_NONE);
+    }
     let result = f();
-    // SAFETY: pairs the save above.
-    unsafe { zend_exception_restore() };
+    if let Some(state) = blocked {
+        set_delayed_oom_state(state);
+    }
+    let configured = ProcessGlobals::get().memory_limit;
+    let limit = usize::try_from(configured).unwrap_or(usize::MAX >> 1);
+    // SAFETY: as above. Below the memory in use it fails (as PHP's own
+    // restore does then); the limit is then held at what is in use.
+    unsafe {
+        if zend_set_memory_limit(limit) != 0 {
+            zend_set_memory_limit(zend_memory_usage(true));
+        }
+    }
+    result
+}
+
+const OOM_STATE_NONE: u32 = 0;
+const OOM_STATE_LAST: u32 = 3;
+
+/// Where `EG(delayed_oom).state` lives on builds that have it (they export
+/// `zend_handle_delayed_oom`): `zend_oom_info { zend_oom_state state;
+/// uint32_t lineno; zend_string *message; zend_string *filename; }` is the
+/// last member of the executor globals there. Read from the engine's own
+/// layout (the bindings of the headers we are built against), never
+/// hard-coded; `None` on builds without it.
+fn delayed_oom_state_ptr() -> Option<*mut u32> {
+    static HAS_DELAYED_OOM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let has = *HAS_DELAYED_OOM.get_or_init(|| {
+        // SAFETY: dlsym with a NUL-terminated name in the global namespace.
+        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"zend_handle_delayed_oom".as_ptr()) }.is_null()
+    });
+    if !has {
+        return None;
+    }
+    const OOM_INFO_SIZE: usize = 4 + 4 + 2 * std::mem::size_of::<usize>();
+    let globals = std::ptr::from_ref::<ExecutorGlobals>(&ExecutorGlobals::get()).cast::<u8>();
+    let offset = std::mem::size_of::<ExecutorGlobals>().checked_sub(OOM_INFO_SIZE)?;
+    // SAFETY: within the executor globals (offset + 4 <= their size).
+    Some(unsafe { globals.add(offset) }.cast::<u32>().cast_mut())
+}
+
+fn delayed_oom_state() -> Option<u32> {
+    let ptr = delayed_oom_state_ptr()?;
+    // SAFETY: a u32 inside the executor globals (see above), aligned as the
+    // struct's last member (8-aligned) is.
+    let state = unsafe { ptr.read() };
+    // Anything else means the layout is not the one expected: touch nothing.
+    (state <= OOM_STATE_LAST).then_some(state)
+}
+
+fn set_delayed_oom_state(state: u32) {
+    if let Some(ptr) = delayed_oom_state_ptr() {
+        // SAFETY: as in delayed_oom_state, which checked this layout.
+        unsafe { ptr.write(state) };
+    }
+}
+
+/// Runs `f` with any pending exception (or `exit()` unwind) set aside, so
+/// that PHP code can be called (the engine refuses calls while one is
+/// pending), then throws it again, unchanged, as an internal function
+/// throws. Not zend_exception_save(): an exception thrown while one is
+/// saved takes the saved one as its `previous`, and clearing it would lose
+/// the job's exception. `f` must leave no exception of its own pending.
+pub fn with_exception_set_aside<R>(f: impl FnOnce() -> R) -> R {
+    let pending = std::mem::replace(
+        &mut ExecutorGlobals::get_mut().exception,
+        std::ptr::null_mut(),
+    );
+    let result = f();
+    if !pending.is_null() {
+        // SAFETY: `pending` is the engine's exception object we took above,
+        // with the reference the engine held; throwing hands it back.
+        unsafe { zend_throw_exception_internal(pending) };
+    }
     result
 }
 

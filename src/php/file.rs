@@ -20,6 +20,7 @@ pub struct File {
 #[php_impl]
 impl File {
     pub fn __construct(path: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+        super::refuse_second_construct::<File>()?;
         let options = Options::new("$options", options, &["mode", "shared", "allow_network_fs"])?;
         let defaults = FileOptions::default();
         // Out of range (negative too) is refused, once, by FileLock::open.
@@ -33,7 +34,8 @@ impl File {
                 .bool("allow_network_fs")?
                 .unwrap_or(defaults.allow_network_fs),
         };
-        Ok(File::new(FileLock::open(Path::new(&path), file_options)?))
+        let path = super::absolute_path(Path::new(&path));
+        Ok(File::new(FileLock::open(&path, file_options)?))
     }
 
     pub fn holder_pid(&self) -> PhpResult<Option<i64>> {
@@ -51,10 +53,11 @@ impl File {
             .acquire(Wait::from_seconds("$timeout", timeout)?)?)
     }
 
-    /// flock(2) has no expiry: holding is all there is to renew.
-    pub fn renew(&mut self, ttl: Option<f64>) -> bool {
+    /// flock(2) has no expiry: renewing checks that the path still names
+    /// the locked file.
+    pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
         let _ = ttl;
-        self.lock.is_held()
+        Ok(self.lock.renew()?)
     }
 
     pub fn release(&mut self) -> PhpResult<bool> {
@@ -63,6 +66,15 @@ impl File {
 
     pub fn is_held(&self) -> bool {
         self.lock.is_held()
+    }
+
+    pub fn __serialize(&self) -> PhpResult<Vec<String>> {
+        Err(super::not_serializable("CronLock\\File"))
+    }
+
+    pub fn __unserialize(&mut self, data: &ZendHashTable) -> PhpResult<()> {
+        let _ = data;
+        Err(super::not_serializable("CronLock\\File"))
     }
 }
 
@@ -74,6 +86,10 @@ impl File {
 
     pub fn lock(&self) -> &FileLock {
         &self.lock
+    }
+
+    pub fn lock_mut(&mut self) -> &mut FileLock {
+        &mut self.lock
     }
 
     /// For the request-shutdown sweep; errors have nowhere to go there.

@@ -8,14 +8,18 @@ use super::options::{type_name, Options};
 use super::redis::Redis;
 use crate::error::Error;
 use crate::lock::file::{FileLock, FileOptions};
+
+use crate::lock::dirs::named_lock_dir;
+use crate::lock::{shorten, Refusal, Wait};
 use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
-use ext_php_rs::zend::BailoutGuard;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use ext_php_rs::zend::{bailout, try_catch, ExecutorGlobals};
+pub use holds::forget_leftovers as forget_leftover_holds;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Handed to the job: its lock and its soft deadline.
@@ -42,31 +46,21 @@ impl Guard {
         self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
+    pub fn __serialize(&self) -> PhpResult<Vec<String>> {
+        Err(super::not_serializable("CronLock\\Guard"))
+    }
+
+    pub fn __unserialize(&mut self, data: &ZendHashTable) -> PhpResult<()> {
+        let _ = data;
+        Err(super::not_serializable("CronLock\\Guard"))
+    }
+
     pub fn renew(&self) -> PhpResult<bool> {
         let renewed = self
             .lock
             .try_call_method("renew", vec![])
             .map_err(|e| Error::Lock(format!("renew() failed: {e}")))?;
         Ok(renewed.bool().unwrap_or(false))
-    }
-}
-
-/// Releases the lock when dropped: on return, on exception, on `exit()`, and
-/// (through `BailoutGuard`) on a fatal error, before shutdown functions run.
-struct Releaser {
-    lock: Zval,
-}
-
-impl Drop for Releaser {
-    fn drop(&mut self) {
-        if self.lock.object_mut().is_some_and(super::release_native) {
-            return;
-        }
-        // A userland Lock: call its release() even while an exception or
-        // exit() is unwinding.
-        engine::with_exception_saved(|| {
-            let _ = self.lock.try_call_method("release", vec![]);
-        });
     }
 }
 
@@ -96,34 +90,268 @@ pub fn cron_guard(
         }
         other => other.map(|c| c as i32),
     };
+    let wait_arg = options.arg_name("wait");
+    drop(options);
 
-    let lock = resolve_lock(lock)?;
-    let acquired = lock
-        .try_call_method("acquire", vec![&wait])
-        .map_err(|e| Error::Lock(format!("acquire() failed: {e}")))?;
-    if !acquired.bool().unwrap_or(false) {
-        engine::error_log(&busy_message(&lock));
-        if let Some(code) = on_busy {
-            engine::exit(code);
-        }
+    let mut lock = resolve_lock(lock)?;
+    // D2: a hold this call did not take is not this call's to release.
+    let Some(held_before) = ask_is_held(&lock)? else {
         return Ok(Zval::null());
+    };
+    match acquire(&mut lock, wait, &wait_arg)? {
+        Acquired::Yes => {}
+        Acquired::Threw => return Ok(Zval::null()),
+        Acquired::No(refusal) => {
+            engine::error_log(&busy_message(&lock, refusal));
+            if let (Some(code), false) = (on_busy, refusal == Some(Refusal::Interrupted)) {
+                engine::exit(code);
+            }
+            return Ok(Zval::null());
+        }
     }
-
-    let releaser = BailoutGuard::new(Releaser {
-        lock: lock.shallow_clone(),
-    });
     let deadline = max_runtime.map(|s| {
         Duration::try_from_secs_f64(s)
             .ok()
             .and_then(|d| Instant::now().checked_add(d))
             .unwrap_or_else(far_future)
     });
-    let guard = Guard { lock, deadline }.into_zval(false)?;
-    let result = job.try_call(vec![&guard]);
-    drop(releaser);
+    let guard = Guard {
+        lock: lock.shallow_clone(),
+        deadline,
+    }
+    .into_zval(false)?;
+    if held_before {
+        return Ok(job.try_call(vec![&guard]).unwrap_or_default());
+    }
+
+    let hold = holds::register(&lock);
+    let caller_frame = engine::current_frame();
+    let outcome = try_catch(AssertUnwindSafe(|| job.try_call(vec![&guard])));
+    let Ok(result) = outcome else {
+        // A fatal error (or another bailout) in the job, or in a Fiber it
+        // resumed: the script ends, after its shutdown functions, which must
+        // see every lock of ours free. Released by hold, not by stack
+        // position: a Fiber's cron_guard() may be suspended mid-job.
+        engine::restore_frame(caller_frame);
+        holds::release_all_after_fatal();
+        drop((guard, lock, job, hold, wait_arg));
+        // SAFETY: re-raises the bailout caught above, with nothing of ours
+        // left on this frame that needs dropping.
+        unsafe { bailout() }
+    };
     // An exception from the job is pending in the engine and propagates
     // unchanged; the return value is then ignored.
+    hold.release()?;
     Ok(result.unwrap_or_default())
+}
+
+enum Acquired {
+    Yes,
+    /// Busy; the reason when the lock is ours to ask (native locks).
+    No(Option<Refusal>),
+    /// acquire() threw: the exception is pending and propagates.
+    Threw,
+}
+
+/// `$lock->isHeld()`; `None` when it threw (the exception is pending).
+fn ask_is_held(lock: &Zval) -> PhpResult<Option<bool>> {
+    if let Some(file) = lock
+        .object()
+        .and_then(ZendClassObject::<File>::from_zend_obj)
+    {
+        return Ok(Some(file.lock().is_held()));
+    }
+    let held = lock
+        .try_call_method("isHeld", vec![])
+        .map_err(|e| Error::Lock(format!("isHeld() failed: {e}")))?;
+    if ExecutorGlobals::has_exception() {
+        return Ok(None);
+    }
+    Ok(Some(held.bool().unwrap_or(false)))
+}
+
+/// `$lock->acquire($wait)`. A backend failure is never taken for busy: it
+/// propagates (a userland acquire() returns normally with the exception
+/// pending, which is checked here). Native locks are called directly, not
+/// through PHP: a PHP call runs the pending signal handler as it returns
+/// (and clears the engine's interrupt flag), after which an interrupted
+/// wait could no longer be told from contention.
+fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
+    let object = lock.object_mut();
+    if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj_mut) {
+        let got = file
+            .lock_mut()
+            .acquire(Wait::from_seconds(wait_arg, wait)?)?;
+        return Ok(if got {
+            Acquired::Yes
+        } else {
+            Acquired::No(file.lock().refusal())
+        });
+    }
+    let object = lock.object_mut();
+    if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj_mut) {
+        return Ok(if redis.acquire(wait)? {
+            Acquired::Yes
+        } else {
+            // Its wait gives up when the interrupt flag is set, and no PHP
+            // code has run since to clear it.
+            Acquired::No(if crate::lock::interrupted() {
+                Some(Refusal::Interrupted)
+            } else if redis.lock().busy_in_this_process() {
+                Some(Refusal::HeldByThisThread)
+            } else {
+                None
+            })
+        });
+    }
+    let got = lock
+        .try_call_method("acquire", vec![&wait])
+        .map_err(|e| Error::Lock(format!("acquire() failed: {e}")))?;
+    if ExecutorGlobals::has_exception() {
+        return Ok(Acquired::Threw);
+    }
+    Ok(if got.bool().unwrap_or(false) {
+        Acquired::Yes
+    } else {
+        Acquired::No(None)
+    })
+}
+
+/// The holds `cron_guard()` took and has not released yet, in this thread,
+/// each under its own id. Not a stack: with Fibers, guards are suspended
+/// and resumed in any order, and a Fiber may never be resumed at all.
+mod holds {
+    use super::{describe, engine};
+    use crate::error::Error;
+    use ext_php_rs::boxed::ZBox;
+    use ext_php_rs::convert::IntoZval;
+    use ext_php_rs::prelude::*;
+    use ext_php_rs::types::{ZendObject, Zval};
+    use ext_php_rs::zend::ExecutorGlobals;
+    use std::cell::{Cell, RefCell};
+
+    thread_local! {
+        static HOLDS: RefCell<Vec<(u64, Zval)>> = const { RefCell::new(Vec::new()) };
+        static NEXT_ID: Cell<u64> = const { Cell::new(1) };
+    }
+
+    /// One hold; [`Hold::release`] gives it up (dropped unreleased, when a
+    /// Rust panic unwinds cron_guard(), it releases too).
+    pub struct Hold {
+        id: u64,
+    }
+
+    pub fn register(lock: &Zval) -> Hold {
+        let id = NEXT_ID.with(|next| next.replace(next.get() + 1));
+        HOLDS.with(|holds| holds.borrow_mut().push((id, lock.shallow_clone())));
+        Hold { id }
+    }
+
+    fn take(id: u64) -> Option<Zval> {
+        HOLDS.with(|holds| {
+            let mut holds = holds.borrow_mut();
+            let at = holds.iter().position(|(hold, _)| *hold == id)?;
+            Some(holds.remove(at).1)
+        })
+    }
+
+    impl Hold {
+        /// Releases the lock unless a fatal error did already. A failing
+        /// release is logged; it is also thrown when nothing else is pending
+        /// (D8), while a job's exception or `exit()` keeps propagating.
+        pub fn release(self) -> PhpResult<()> {
+            let Some(lock) = take(self.id) else {
+                return Ok(());
+            };
+            if ExecutorGlobals::has_exception() {
+                // The job threw, called exit(), or died of memory_limit,
+                // which PHP unwinds like exit(): there may be no memory
+                // left to call release() with.
+                engine::with_room_for_cleanup(|| {
+                    engine::with_exception_set_aside(|| release_logged(&lock, false))
+                })?;
+                return Ok(());
+            }
+            release_logged(&lock, true)
+        }
+    }
+
+    impl Drop for Hold {
+        fn drop(&mut self) {
+            if let Some(lock) = take(self.id) {
+                let _ = engine::with_exception_set_aside(|| release_logged(&lock, false));
+            }
+        }
+    }
+
+    /// How a release failed: it threw, or it could not be called at all.
+    enum Failure {
+        Threw(ZBox<ZendObject>),
+        NotCalled(Error),
+    }
+
+    /// Calls `$lock->release()`; on failure logs "releasing lock … failed"
+    /// and, when `rethrow`, throws the failure (else it is only logged).
+    fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
+        let called = lock.try_call_method("release", vec![]);
+        let (message, failure) = match (ExecutorGlobals::take_exception(), called) {
+            (Some(thrown), _) => (exception_message(&thrown), Failure::Threw(thrown)),
+            (None, Err(e)) => {
+                let e = Error::Lock(format!("release() could not be called: {e}"));
+                (e.to_string(), Failure::NotCalled(e))
+            }
+            (None, Ok(_)) => return Ok(()),
+        };
+        // Logged first: with an exception pending, error_log() cannot run.
+        engine::error_log(&format!(
+            "cron_guard: releasing lock {} failed: {message}",
+            describe(lock)
+        ));
+        if !rethrow {
+            return Ok(());
+        }
+        match failure {
+            Failure::Threw(thrown) => {
+                let _ = ext_php_rs::exception::throw_object(thrown.into_zval(false)?);
+                Ok(())
+            }
+            Failure::NotCalled(e) => Err(e.into()),
+        }
+    }
+
+    fn exception_message(thrown: &ZendObject) -> String {
+        thrown
+            .try_call_method("getMessage", vec![])
+            .ok()
+            .and_then(|m| m.string())
+            .unwrap_or_else(|| thrown.get_class_name().unwrap_or_default())
+    }
+
+    /// After a fatal error: releases every hold of this thread (the script
+    /// is ending), with the memory limit lifted for the calls, as a job
+    /// that hit `memory_limit` left none to spare.
+    pub fn release_all_after_fatal() {
+        let all: Vec<(u64, Zval)> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
+        engine::with_room_for_cleanup(|| {
+            for (_, lock) in all.iter().rev() {
+                engine::with_exception_set_aside(|| {
+                    let _ = release_logged(lock, false);
+                });
+            }
+        });
+    }
+
+    /// RSHUTDOWN: holds of guards whose frames never ended (a Fiber left
+    /// suspended through a fatal error outside every cron_guard()). Native
+    /// locks are released by the shutdown sweep; the references are let go
+    /// without a destructor call, which must not run this late.
+    pub fn forget_leftovers() {
+        HOLDS.with(|holds| {
+            for (_, lock) in holds.borrow_mut().drain(..) {
+                std::mem::forget(lock);
+            }
+        });
+    }
 }
 
 fn far_future() -> Instant {
@@ -150,10 +378,10 @@ fn resolve_lock(lock: Option<&Zval>) -> PhpResult<Zval> {
         Some(value) if value.is_string() => {
             let name = value.str().unwrap_or_default();
             validate_name(name)?;
-            file_lock_zval(&lock_file_path(name)?)
+            named_file_lock(name)
         }
-        None => file_lock_zval(&lock_file_path(&script_lock_name()?)?),
-        Some(value) if value.is_null() => file_lock_zval(&lock_file_path(&script_lock_name()?)?),
+        None => named_file_lock(&script_lock_name()?),
+        Some(value) if value.is_null() => named_file_lock(&script_lock_name()?),
         Some(value) => Err(Error::type_(
             "$lock",
             format!(
@@ -165,8 +393,15 @@ fn resolve_lock(lock: Option<&Zval>) -> PhpResult<Zval> {
     }
 }
 
-fn file_lock_zval(path: &Path) -> PhpResult<Zval> {
-    let file = File::new(FileLock::open(path, FileOptions::default())?);
+fn named_file_lock(name: &str) -> PhpResult<Zval> {
+    let setting = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
+    let dir = named_lock_dir(&setting)?;
+    let options = FileOptions {
+        mode: dir.file_mode,
+        ..FileOptions::default()
+    };
+    let path = dir.path.join(format!("{name}.lock"));
+    let file = File::new(FileLock::open(&path, options)?);
     Ok(file.into_zval(false)?)
 }
 
@@ -185,42 +420,10 @@ fn validate_name(name: &str) -> Result<(), Error> {
             "$lock",
             format!(
                 "must be a lock name of 1 to 200 characters [A-Za-z0-9._-], '{}' given",
-                name.escape_default()
+                shorten(&name.escape_default().to_string())
             ),
         ))
     }
-}
-
-/// The directory for named locks: `cronlock.lock_dir`, or when that is
-/// empty, /run/lock (a tmpfs meant for lock files) if we may write there,
-/// else the system temp directory.
-pub fn lock_dir_for(setting: &str) -> PathBuf {
-    if !setting.is_empty() {
-        return PathBuf::from(setting);
-    }
-    let run_lock = Path::new("/run/lock");
-    // SAFETY: access(2) with a NUL-terminated constant path.
-    if unsafe { libc::access(c"/run/lock".as_ptr(), libc::W_OK | libc::X_OK) } == 0
-        && run_lock.is_dir()
-    {
-        return run_lock.to_owned();
-    }
-    std::env::temp_dir()
-}
-
-fn lock_file_path(name: &str) -> Result<PathBuf, Error> {
-    let dir = lock_dir_for(&engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
-    if let Ok(meta) = std::fs::metadata(&dir) {
-        // Anyone could swap our lock file for theirs in such a directory.
-        if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
-            return Err(Error::Lock(format!(
-                "lock directory {} is world-writable without the sticky bit; \
-                 chmod +t it or set cronlock.lock_dir to a safer directory",
-                dir.display()
-            )));
-        }
-    }
-    Ok(dir.join(format!("{name}.lock")))
 }
 
 /// `sync_orders.php.<hash of its real path>`: the same script always maps to
@@ -268,26 +471,51 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-fn busy_message(lock: &Zval) -> String {
+/// How messages name a lock: the path, the Redis key, or the class.
+fn describe(lock: &Zval) -> String {
     let object = lock.object();
-    let (what, holder) = if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj)
-    {
-        let pid = file.lock().holder_pid().ok().flatten();
-        (
-            format!("{}", file.lock().path().display()),
-            pid.map(|pid| format!("pid {pid}")),
-        )
+    if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj) {
+        shorten(&file.lock().path().display().to_string())
     } else if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj) {
-        (
-            format!("redis key '{}'", redis.lock().key()),
-            redis
-                .lock()
-                .last_holder()
-                .map(|(pid, host)| format!("pid {pid} on {host}")),
-        )
+        redis.lock().describe()
     } else {
-        let class = object.and_then(|o| o.get_class_name().ok());
-        (class.unwrap_or_default(), None)
+        object
+            .and_then(|o| o.get_class_name().ok())
+            .unwrap_or_default()
+    }
+}
+
+fn busy_message(lock: &Zval, refusal: Option<Refusal>) -> String {
+    let what = describe(lock);
+    let pid = std::process::id();
+    match refusal {
+        Some(Refusal::Interrupted) => {
+            return format!(
+                "cron_guard: waiting for lock {what} was interrupted by a signal; skipping this run"
+            )
+        }
+        Some(Refusal::HeldByThisThread) => {
+            return format!(
+                "cron_guard: lock {what} is held by this process (pid {pid}) through another \
+                 lock object; skipping this run"
+            )
+        }
+        Some(Refusal::Contended | Refusal::Lost) | None => {}
+    }
+    let object = lock.object();
+    let holder = if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj) {
+        file.lock()
+            .holder_pid()
+            .ok()
+            .flatten()
+            .map(|pid| format!("pid {pid}"))
+    } else if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj) {
+        redis
+            .lock()
+            .last_holder()
+            .map(|(pid, host)| format!("pid {pid} on {}", shorten(host)))
+    } else {
+        None
     };
     let holder = holder.unwrap_or_else(|| "another process (pid unknown)".to_owned());
     format!("cron_guard: lock {what} is held by {holder}; skipping this run")

@@ -20,7 +20,7 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
         }
     );
     let lock_dir = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
-    let effective = super::guard::lock_dir_for(&lock_dir);
+    let effective = crate::lock::dirs::named_lock_dir_path(&lock_dir);
     info_table_row!(
         "named locks directory",
         effective.to_string_lossy().as_ref()

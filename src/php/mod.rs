@@ -12,9 +12,13 @@ pub mod lock_interface;
 pub mod options;
 pub mod redis;
 
-use ext_php_rs::types::{ZendClassObject, ZendObject};
-use ext_php_rs::zend::ExecutorGlobals;
+use crate::error::Error;
+use ext_php_rs::class::RegisteredClass;
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendObject};
+use ext_php_rs::zend::{ce, ExecutorGlobals};
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
 
 thread_local! {
     /// Whether this request made a lock object, so that the shutdown sweep
@@ -48,6 +52,7 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
     if store.object_buckets.is_null() {
         return 0;
     }
+    guard::forget_leftover_holds();
     for index in 1..store.top as usize {
         // SAFETY: indexes below `top` are slots of the engine's object store.
         let slot = unsafe { *store.object_buckets.add(index) };
@@ -78,6 +83,123 @@ pub fn release_native(object: &mut ZendObject) -> bool {
 /// RINIT.
 pub extern "C" fn request_startup(_type: i32, _module_number: i32) -> i32 {
     arginfo::fix_signatures();
-    redis::refuse_serialization();
+    allow_serialize_hooks();
     0
+}
+
+/// ext-php-rs marks classes with a Rust object "not serializable", so that
+/// PHP throws a plain `\Exception`; cronlock throws its own LockException
+/// from the classes' `__serialize()` and `__unserialize()`, which PHP only
+/// calls once that flag is off. `__unserialize()` runs on an object that was
+/// never constructed, which ext-php-rs's method glue refuses with a plain
+/// `\Exception` before our code runs, so its handler is replaced by
+/// [`refuse_unserialize`], which needs no Rust object.
+fn allow_serialize_hooks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for class in [
+            file::File::get_metadata().ce(),
+            redis::Redis::get_metadata().ce(),
+            guard::Guard::get_metadata().ce(),
+        ] {
+            let class = std::ptr::from_ref(class).cast_mut();
+            // SAFETY: our own registered class entries, changed once, before
+            // any script of this process has run; `__unserialize` is an
+            // internal method of theirs (declared in their #[php_impl]).
+            unsafe {
+                (*class).ce_flags &= !ext_php_rs::flags::ClassFlags::NotSerializable.bits();
+                let name = "__unserialize";
+                let found = ext_php_rs::ffi::zend_hash_str_find(
+                    &raw const (*class).function_table,
+                    name.as_ptr().cast(),
+                    name.len(),
+                );
+                if let Some(function) = found
+                    .as_ref()
+                    .map(|zv| zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>())
+                {
+                    (*function).internal_function.handler = Some(refuse_unserialize);
+                }
+                // The old `C:` format, which would make an unconstructed object.
+                (*class).unserialize = Some(refuse_old_unserialize);
+            }
+        }
+    });
+}
+
+ext_php_rs::zend_fastcall! {
+    /// `__unserialize()` of File and Guard: throws, touching nothing.
+    unsafe extern "C" fn refuse_unserialize(
+        ex: *mut ext_php_rs::ffi::zend_execute_data,
+        _retval: *mut ext_php_rs::ffi::zval,
+    ) {
+        // SAFETY: the engine passes the frame of this method call, whose
+        // `This` is the object being unserialized.
+        let class = unsafe { ex.as_ref() }
+            .and_then(|ex| ex.This.object())
+            .and_then(|object| object.get_class_name().ok())
+            .unwrap_or_default();
+        not_serializable(&class).throw();
+    }
+}
+
+/// `unserialize()` of the `C:` format of File, Redis and Guard: throws.
+unsafe extern "C" fn refuse_old_unserialize(
+    _object: *mut ext_php_rs::ffi::zval,
+    class: *mut ext_php_rs::ffi::zend_class_entry,
+    _buf: *const u8,
+    _buf_len: usize,
+    _data: *mut ext_php_rs::ffi::zend_unserialize_data,
+) -> i32 {
+    // SAFETY: the engine passes the class entry being unserialized.
+    let name = unsafe { class.as_ref() }
+        .and_then(|class| class.name().map(str::to_owned))
+        .unwrap_or_default();
+    not_serializable(&name).throw();
+    -1 // FAILURE
+}
+
+/// For `__construct()`: `\Error` when it is called on an object that is
+/// constructed already (`$lock->__construct(...)` again), which would
+/// otherwise drop the old lock, held or not, and switch to another one.
+pub fn refuse_second_construct<T: RegisteredClass>() -> Result<(), PhpException> {
+    let frame = ExecutorGlobals::get().current_execute_data;
+    // SAFETY: during a method call the engine's current frame is that
+    // call's, alive until it returns.
+    let this = unsafe { frame.as_mut() }.and_then(|frame| frame.This.object());
+    match this.and_then(ZendClassObject::<T>::from_zend_obj) {
+        Some(_) => Err(PhpException::new(
+            format!("Cannot call {}::__construct() twice", T::CLASS_NAME),
+            0,
+            ce::error(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What serializing or unserializing a lock or guard throws.
+pub fn not_serializable(class: &str) -> PhpException {
+    Error::Lock(format!(
+        "a {class} cannot be serialized: a lock belongs to the process that holds it"
+    ))
+    .into()
+}
+
+/// `path` made absolute against PHP's working directory now (`getcwd()`,
+/// which is per thread under ZTS), so a later `chdir()` cannot move it.
+pub fn absolute_path(path: &Path) -> PathBuf {
+    // Empty stays empty: it is refused as such, naming $path.
+    if path.is_absolute() || path.as_os_str().is_empty() {
+        return path.to_owned();
+    }
+    let cwd = ZendCallable::try_from_name("getcwd")
+        .ok()
+        .and_then(|getcwd| getcwd.try_call(vec![]).ok())
+        .and_then(|dir| dir.string())
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok());
+    match cwd {
+        Some(cwd) => cwd.join(path),
+        None => path.to_owned(),
+    }
 }

@@ -1,20 +1,12 @@
 //! `CronLock\Redis`: a lock that works across machines.
 
-use super::exceptions::lock_exception;
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
 use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions};
 use crate::lock::Wait;
-use ext_php_rs::exception::PhpException;
-use ext_php_rs::ffi::{
-    zend_class_entry, zend_execute_data, zend_function, zend_hash_str_find_ptr_lc,
-    zend_unserialize_data, zval,
-};
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
-use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
-use std::sync::Once;
 use std::time::Duration;
 
 #[php_class]
@@ -34,15 +26,9 @@ impl Redis {
         ttl: f64,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Self> {
-        if constructing_a_constructed_object() {
-            // D5: re-running the constructor would drop (and release) the
-            // lock this object holds and silently switch keys.
-            return Err(PhpException::new(
-                "Cannot call CronLock\\Redis::__construct() twice".into(),
-                0,
-                ce::error(),
-            ));
-        }
+        // D5: re-running the constructor would drop (and release) the lock
+        // this object holds and silently switch keys.
+        super::refuse_second_construct::<Redis>()?;
         let options = Options::new(
             "$options",
             options,
@@ -104,89 +90,15 @@ impl Redis {
 
     /// Always throws: a lock belongs to the process that holds it.
     pub fn __serialize(&self) -> PhpResult<Vec<String>> {
-        Err(serialization_refused())
+        Err(super::not_serializable("CronLock\\Redis"))
     }
 
-    /// Always throws (see [`refuse_unserialize`]; this body only runs on
-    /// a constructed object).
+    /// Always throws (the RINIT hook in `super` replaces its handler; this
+    /// body only runs on a constructed object).
     pub fn __unserialize(&mut self, data: &ZendHashTable) -> PhpResult<()> {
         let _ = data;
-        Err(serialization_refused())
+        Err(super::not_serializable("CronLock\\Redis"))
     }
-}
-
-fn serialization_refused() -> PhpException {
-    PhpException::new(
-        "a CronLock\\Redis cannot be serialized or unserialized: a lock belongs to \
-         the process that holds it"
-            .into(),
-        0,
-        lock_exception(),
-    )
-}
-
-/// Whether the running `__construct()` call is on an object that was
-/// already constructed.
-fn constructing_a_constructed_object() -> bool {
-    let frame = ExecutorGlobals::get().current_execute_data;
-    // SAFETY: inside a method call the engine's current frame is that
-    // call's, alive until it returns.
-    unsafe { frame.as_mut() }.is_some_and(|frame| frame.get_object::<Redis>().is_some())
-}
-
-/// RINIT, once: lets `serialize()` and `unserialize()` reach
-/// `__serialize()` / `__unserialize()`, which throw a LockException (D5),
-/// instead of PHP's plain `\Exception` for classes marked not serializable.
-/// `unserialize()` calls `__unserialize()` on an object that was never
-/// constructed, where ext-php-rs' method wrapper would throw its own
-/// exception: that method gets a handler that needs no object.
-pub fn refuse_serialization() {
-    static DONE: Once = Once::new();
-    DONE.call_once(|| {
-        let Some(class) = ClassEntry::try_find("CronLock\\Redis") else {
-            return;
-        };
-        let name = "__unserialize";
-        // SAFETY: the class entry lives for the whole process; the name is
-        // a (pointer, length) pair the engine lowercases into its own buffer.
-        let method: *mut zend_function = unsafe {
-            zend_hash_str_find_ptr_lc(
-                &raw const class.function_table,
-                name.as_ptr().cast(),
-                name.len(),
-            )
-            .cast()
-        };
-        if method.is_null() {
-            return;
-        }
-        // SAFETY: an internal method of ours; only its handler is replaced,
-        // before any request code runs, so no call is in flight.
-        unsafe { (*method).internal_function.handler = Some(refuse_unserialize) };
-        let class = std::ptr::from_ref(class).cast_mut();
-        // SAFETY: the same process-long class entry; flags are only read
-        // by the engine while serializing, which no request does yet.
-        unsafe {
-            (*class).ce_flags &= !ClassFlags::NotSerializable.bits();
-            // The old `C:` format, which would make an unconstructed object.
-            (*class).unserialize = Some(refuse_old_unserialize);
-        }
-    });
-}
-
-unsafe extern "C" fn refuse_old_unserialize(
-    _object: *mut zval,
-    _class: *mut zend_class_entry,
-    _buf: *const u8,
-    _buf_len: usize,
-    _data: *mut zend_unserialize_data,
-) -> i32 {
-    serialization_refused().throw();
-    -1 // FAILURE
-}
-
-extern "C" fn refuse_unserialize(_execute_data: *mut zend_execute_data, _retval: *mut zval) {
-    serialization_refused().throw();
 }
 
 impl Redis {

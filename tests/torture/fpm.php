@@ -175,6 +175,45 @@ switch ($do) {
             }
         }, $path);
         break;
+    case 'guard-fiber-fatal':
+        // a Fiber suspended inside its own guard, a fatal error in the outer
+        // job, and a shutdown function that resumes the Fiber (event loops do)
+        register_shutdown_function(function () use (&$fiber) {
+            $fiber?->resume();
+        });
+        cron_guard(function () use (&$fiber, $path) {
+            $fiber = new Fiber(function () use ($path) {
+                cron_guard(fn () => Fiber::suspend(), "$path-inner");
+            });
+            $fiber->start();
+            echo "HELD\n";
+            flush();
+            undefined_function_for_the_torture();
+        }, $path);
+        break;
+    case 'guard-fiber-inner-fatal':
+        cron_guard(function () use ($path) {
+            $fiber = new Fiber(function () use ($path) {
+                cron_guard(function () {
+                    Fiber::suspend();
+                    undefined_function_for_the_torture();
+                }, "$path-inner");
+            });
+            $fiber->start();
+            echo "HELD\n";
+            flush();
+            $fiber->resume();
+        }, $path);
+        break;
+    case 'guard-fiber-never':
+        cron_guard(function () use ($path) {
+            $GLOBALS['fiber'] = new Fiber(function () use ($path) {
+                cron_guard(fn () => Fiber::suspend(), "$path-inner");
+            });
+            $GLOBALS['fiber']->start();
+            echo "HELD\n";
+        }, $path);
+        return;
     case 'shutdown-fatal':
         $l = $take();
         register_shutdown_function(function () {
@@ -224,7 +263,9 @@ if (!file_exists($sock)) {
 }
 $scenarios = ['fatal' => 'fatal error', 'memory' => 'memory_limit', 'timeout' => 'max_execution_time', 'exception' => 'uncaught exception',
     'exit' => 'exit()', 'global' => 'lock left in a global', 'static' => 'static var + fatal', 'cycle' => 'reference cycle + fatal',
-    'guard-fatal' => 'cron_guard + fatal', 'guard-timeout' => 'cron_guard + max_execution_time', 'shutdown-fatal' => 'fatal in a shutdown function'];
+    'guard-fatal' => 'cron_guard + fatal', 'guard-timeout' => 'cron_guard + max_execution_time', 'shutdown-fatal' => 'fatal in a shutdown function',
+    'guard-fiber-fatal' => 'Fiber guard suspended + fatal outside it', 'guard-fiber-inner-fatal' => 'fatal inside a Fiber guard',
+    'guard-fiber-never' => 'Fiber guard never resumed'];
 $rounds = (int) T::q(1, 10);
 $app = "$www/app.php";
 $redis = null;
@@ -250,6 +291,9 @@ foreach ($scenarios as $do => $what) {
         T::add('iterations');
         $held = str_contains($out1, 'HELD');
         $outside = $isRedis ? null : flock1_free($lockFile);
+        if (str_starts_with($action, 'guard-fiber') && $outside !== null) {
+            $outside = $outside && flock1_free("$dir/locks/$name-inner.lock");
+        }
         [$pid2, $out2] = request($cgi, $sock, $app, ['do' => 'probe', 'lock' => $isRedis ? $lock : $lockFile]);
         $free = str_contains($out2, 'FREE');
         $same = $pid1 > 0 && $pid1 === $pid2;

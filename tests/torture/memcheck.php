@@ -44,7 +44,8 @@ for ($i = 0; $i < (int) ($argv[3] ?? 50); $i++) {
     $l = new CronLock\File("$sb/w.lock", ['mode' => 0600]);
     $l->acquire(0.01); $l->holderPid(); $l->renew(); $l->isHeld(); $l->path();
     $o = new CronLock\File("$sb/w.lock");
-    $o->acquire(0.002); $o->holderPid();
+    $o->acquire(0); $o->holderPid();
+    try { $o->acquire(0.002); } catch (CronLock\LockException) {} // held by $l in this thread
     $l->release(); $l->release();
     cron_guard(fn (CronLock\Guard $g) => [$g->remaining(), $g->expired(), $g->renew(), $g->lock()], "wl$i", ['max_runtime' => 10.0]);
     try { cron_guard(function () { throw new RuntimeException('x'); }, 'wl-throw'); } catch (RuntimeException) {}
@@ -76,6 +77,67 @@ for ($i = 0; $i < (int) ($argv[3] ?? 50); $i++) {
 echo "WORKLOAD DONE\n";
 PHP);
 
+/*
+ * Fibers: guards suspended and resumed in any order, a Fiber never resumed,
+ * and fatal errors outside and inside a Fiber's guard with a shutdown
+ * function resuming the suspended Fiber (as event loops do). Each prints
+ * FIBERS DONE from its last step, so a run that ended early is seen.
+ */
+$fibers = "$dir/fibers.php";
+file_put_contents($fibers, <<<'PHP'
+<?php
+$sb = $argv[1];
+ini_set('cronlock.lock_dir', $sb);
+final class FiberUserLock implements CronLock\Lock {
+    private bool $held = false;
+    public function acquire(float $timeout = 0.0): bool { return $this->held = true; }
+    public function renew(?float $ttl = null): bool { return $this->held; }
+    public function release(): bool { $was = $this->held; $this->held = false; return $was; }
+    public function isHeld(): bool { return $this->held; }
+}
+switch ($argv[2]) {
+    case 'order':
+        for ($i = 0; $i < 20; $i++) {
+            $a = new Fiber(function () { cron_guard(fn () => Fiber::suspend(), 'fa'); });
+            $a->start();
+            cron_guard(function () use ($a, &$b) {
+                $b = new Fiber(function () { cron_guard(fn () => Fiber::suspend(), new FiberUserLock()); });
+                $b->start();
+                $a->resume();
+            }, 'fb');
+            $b->resume();
+        }
+        $never = new Fiber(function () { cron_guard(fn () => Fiber::suspend(), new FiberUserLock()); });
+        $never->start();
+        $never2 = new Fiber(function () { cron_guard(fn () => Fiber::suspend(), 'fnever'); });
+        $never2->start();
+        echo "FIBERS DONE\n";
+        break;
+    case 'fatal-outer':
+        register_shutdown_function(function () use (&$fiber) { $fiber->resume(); echo "FIBERS DONE\n"; });
+        cron_guard(function () use (&$fiber) {
+            $fiber = new Fiber(function () {
+                cron_guard(fn () => Fiber::suspend(), new FiberUserLock());
+                cron_guard(fn () => 'after', 'fafter');
+            });
+            $fiber->start();
+            trigger_error('outer fatal', E_USER_ERROR);
+        }, 'fouter');
+        break;
+    case 'fatal-inner':
+        register_shutdown_function(function () { echo "FIBERS DONE\n"; });
+        cron_guard(function () {
+            $fiber = new Fiber(function () {
+                cron_guard(function () { Fiber::suspend(); trigger_error('inner fatal', E_USER_ERROR); }, 'finner');
+            });
+            $fiber->start();
+            $fiber->resume();
+        }, new FiberUserLock());
+        break;
+}
+PHP);
+@mkdir("$sb/fibers");
+
 $server = null;
 $dsn = '';
 if (T::redisAvailable()) {
@@ -92,7 +154,12 @@ $quickRuns = [
     'fuzz chunk (300 calls)' => [T::$root . '/tests/torture/fuzz.php', '--chunk=4242:300', "$sb/fuzz", $dsn, (string) RedisServer::freePort()],
     'fork scenario child-release' => [T::$root . '/tests/torture/fork.php', '--scenario=child-release', "$sb/fork1"],
     'fork scenario cron_guard-fork' => [T::$root . '/tests/torture/fork.php', '--scenario=cron_guard-fork', "$sb/fork2"],
+    'fibers: guards out of order, never resumed' => [$fibers, "$sb/fibers", 'order'],
+    'fibers: fatal outside the Fiber' => [$fibers, "$sb/fibers", 'fatal-outer'],
+    'fibers: fatal inside the Fiber' => [$fibers, "$sb/fibers", 'fatal-inner'],
 ];
+/** Runs that end in a fatal error on purpose: exit status 255, and they must still reach their end. */
+$fatalRuns = ['fibers: fatal outside the Fiber', 'fibers: fatal inside the Fiber'];
 @mkdir("$sb/fork1");
 @mkdir("$sb/fork2");
 @mkdir("$sb/fuzz");
@@ -158,6 +225,7 @@ foreach ($plan as $name => $args) {
     }
     $pids = array_keys($parsed);
     $forkChildLeaks = 0;
+    $abandonedByFatal = 0;
     foreach ($parsed as $pid => [$x, $ppid]) {
         $isForkChild = in_array($ppid, $pids, true);
         foreach ($x->error as $e) {
@@ -174,6 +242,13 @@ foreach ($plan as $name => $args) {
             if (str_starts_with($kind, 'Leak_')) {
                 if (!$ours) {
                     $other++;
+                    continue;
+                }
+                // A fatal error longjmps out of every frame between the error
+                // and the engine's bailout point, Rust glue included: what
+                // those frames had allocated is lost, once per fatal error.
+                if (in_array($name, $fatalRuns, true)) {
+                    $abandonedByFatal += (int) ($e->xwhat->leakedbytes ?? 0);
                     continue;
                 }
                 $startup = (bool) array_filter($fns, fn ($fn) => in_array($fn, ['php_module_startup', 'zend_startup_module_ex', 'php_load_extension'], true));
@@ -198,13 +273,16 @@ foreach ($plan as $name => $args) {
     $leaks = array_unique($errors['leak-runtime']);
     $startupBytes = array_sum($errors['leak-startup']);
     $startupLeakBytes[$name] = $startupBytes;
-    $done = $p->exitCode === 0 && (!str_contains($name, 'workload') || str_contains($p->out(), 'WORKLOAD DONE'));
+    $done = $p->exitCode === (in_array($name, $fatalRuns, true) ? 255 : 0)
+        && (!str_contains($name, 'workload') || str_contains($p->out(), 'WORKLOAD DONE'))
+        && (!str_contains($name, 'fibers') || str_contains($p->out(), 'FIBERS DONE'));
     T::add('iterations');
     T::check($done, "valgrind $name ran to the end ({$p->describeExit()})" . ($done ? '' : ': ' . substr(trim($p->err() . $p->out()), -400)));
     T::check($mem === [], "valgrind $name: no memory errors" . ($mem ? ': ' . count($errors['memory']) . ' errors, e.g. ' . implode(' | ', array_slice($mem, 0, 3)) : ''));
     T::check($leaks === [], "valgrind $name: no runtime leak in libcronlock.so frames" . ($leaks ? ': ' . implode(' | ', array_slice($leaks, 0, 3)) : ''));
-    T::say(sprintf('  %-30s %3d process(es)  memory errors %d  cronlock leaks %d  startup leaks %d B/process  fork-child forgotten Redis connections %d B  (leaks outside cronlock %d)  %.0fs',
-        $name, count($files), count($errors['memory']), count($errors['leak-runtime']), count($files) ? $startupBytes / count($files) : 0, $forkChildLeaks, $other, $secs));
+    T::say(sprintf('  %-30s %3d process(es)  memory errors %d  cronlock leaks %d  startup leaks %d B/process  fork-child forgotten Redis connections %d B  (leaks outside cronlock %d)%s  %.0fs',
+        $name, count($files), count($errors['memory']), count($errors['leak-runtime']), count($files) ? $startupBytes / count($files) : 0, $forkChildLeaks, $other,
+        in_array($name, $fatalRuns, true) ? sprintf('  abandoned by the fatal error %d B', $abandonedByFatal) : '', $secs));
     $p->close();
 }
 $server?->stop();

@@ -47,15 +47,6 @@ impl From<Failed> for Error {
     }
 }
 
-/// Cuts a user-supplied name to 200 characters for messages.
-pub(super) fn shorten(name: &str) -> String {
-    const LIMIT: usize = 200;
-    match name.char_indices().nth(LIMIT) {
-        Some((cut, _)) => format!("{}…", &name[..cut]),
-        None => name.to_owned(),
-    }
-}
-
 pub(super) fn io_error(err: &RedisError) -> Option<&std::io::Error> {
     let source = std::error::Error::source(err)?;
     source.downcast_ref::<std::io::Error>().or_else(|| {

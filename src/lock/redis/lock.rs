@@ -2,7 +2,7 @@
 
 use super::connection::{run_retrying_once, Server};
 use super::dsn::{parse_dsn, Secrets};
-use super::errors::{describe_failure, makes_lock_unusable, plain_io, shorten, Failed, Failure};
+use super::errors::{describe_failure, makes_lock_unusable, plain_io, Failed, Failure};
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
 use super::registry::{self, LockName};
@@ -10,6 +10,7 @@ use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
 use super::token::random_token;
 use crate::error::{Error, Result};
+use crate::lock::shorten;
 use crate::lock::{sys, Wait};
 use redis::{Connection, ErrorKind, RedisResult};
 use std::mem;

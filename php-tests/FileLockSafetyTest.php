@@ -1,0 +1,338 @@
+<?php
+
+declare(strict_types=1);
+
+namespace CronLock\Tests;
+
+use CronLock\File;
+use CronLock\LockException;
+use CronLock\Tests\Support\FileTestHelpers;
+use CronLock\Tests\Support\Proc;
+use PHPUnit\Framework\TestCase;
+
+/**
+ * CronLock\File where outside testing found double holds, hangs, data loss
+ * and wrong answers: acquire() on a held lock, two objects on one file in
+ * one thread, __construct() again, serialize, the holder line over user
+ * data, relative paths, holderPid() on tmpfs and with orphaned descriptors,
+ * lock files owned by other users, and waits a signal must cut short.
+ * Real files, real processes, a second user (runuser) where it matters.
+ */
+final class FileLockSafetyTest extends TestCase
+{
+    use FileTestHelpers;
+
+    private const FLOCK = '/usr/bin/flock';
+
+    private string $dir;
+    /** @var list<string> */
+    private array $mounts = [];
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        $this->dir = $this->makeTempDir('file-safety');
+    }
+
+    protected function tearDown(): void
+    {
+        $this->reapCommands();
+        foreach ($this->mounts as $mount) {
+            $this->runCommand(['umount', '-l', $mount]);
+        }
+        $this->removeTempDirs();
+        parent::tearDown();
+    }
+
+    /** A PHP child holding $path (CronLock\File) until killed. */
+    private static function startHolder(string $path): Proc
+    {
+        $p = Proc::start(sprintf(<<<'PHP'
+            $lock = new \CronLock\File(%s);
+            echo $lock->acquire(0) ? "HELD\n" : "BUSY\n";
+            sleep(60);
+            PHP, var_export($path, true)));
+        $p->waitForLine('HELD', 15.0, 'stdout');
+        return $p;
+    }
+
+    // ------------------------------------------------ acquire() on a held lock
+
+    public function testAcquireOnAHeldLockConfirmsWithoutCounting(): void
+    {
+        $path = "{$this->dir}/count.lock";
+        $lock = new File($path);
+        self::assertTrue($lock->acquire(0));
+        self::assertTrue($lock->acquire(-1), 'held and still named by the path: true at once');
+        self::assertTrue($lock->renew());
+        self::assertTrue($lock->release(), 'one release() ...');
+        self::assertFalse($lock->isHeld());
+        self::assertSame(0, $this->runCommand([self::FLOCK, '-n', $path, 'true'])[0], '... frees it for everyone');
+    }
+
+    // ---------------------------------------- two objects, one file, one thread
+
+    public function testASecondObjectOnAFileThisThreadHoldsIsBusyAtOnceAndAWaitThrows(): void
+    {
+        $path = "{$this->dir}/self.lock";
+        touch($path);
+        link($path, "{$this->dir}/hardlink.lock"); // same device and inode
+        // In a child: on a build without this protection the waits hang.
+        $p = Proc::run(sprintf(<<<'PHP'
+            $first = new \CronLock\File(%s);
+            var_dump($first->acquire(0));
+            foreach ([%s, %s] as $path) {
+                $second = new \CronLock\File($path);
+                var_dump($second->acquire(0));
+                foreach ([-1, 5.0] as $timeout) {
+                    $t0 = microtime(true);
+                    try {
+                        $second->acquire($timeout);
+                        echo "NO EXCEPTION\n";
+                    } catch (\CronLock\LockException $e) {
+                        printf("%%s after %%.1f s\n", $e->getMessage(), microtime(true) - $t0);
+                    }
+                }
+            }
+            $first->release();
+            var_dump($second->acquire(-1));
+            PHP, var_export($path, true), var_export($path, true), var_export("{$this->dir}/hardlink.lock", true)), [], [], 20.0);
+        $out = $p->stdout();
+        self::assertSame(0, $p->exitCode(), $out . $p->stderr());
+        self::assertSame(4, substr_count($out, 'bool('), $out);
+        self::assertStringStartsWith("bool(true)\nbool(false)\n", $out);
+        self::assertStringEndsWith("bool(true)\n", $out);
+        self::assertStringNotContainsString('NO EXCEPTION', $out);
+        self::assertSame(4, preg_match_all(
+            '#^lock file \S+\.lock is already held by this process \(pid \d+\) through another CronLock\\\\File object; waiting for it would deadlock after 0\.\d s$#m',
+            $out
+        ), $out);
+    }
+
+    // ------------------------------------------------------------ __construct
+
+    public function testConstructingAgainThrowsAndChangesNothing(): void
+    {
+        $path = "{$this->dir}/first.lock";
+        $lock = new File($path);
+        self::assertTrue($lock->acquire(0));
+        try {
+            $lock->__construct("{$this->dir}/second.lock");
+            self::fail('a second __construct() must throw');
+        } catch (\Error $e) {
+            self::assertSame('Cannot call CronLock\File::__construct() twice', $e->getMessage());
+        }
+        self::assertSame($path, $lock->path());
+        self::assertTrue($lock->isHeld());
+        self::assertSame(1, $this->runCommand([self::FLOCK, '-n', $path, 'true'])[0], 'still held');
+        self::assertFileDoesNotExist("{$this->dir}/second.lock");
+        self::assertTrue($lock->release());
+    }
+
+    public function testSerializingOrUnserializingThrowsLockExceptionAndCloneIsRefused(): void
+    {
+        $lock = new File("{$this->dir}/s.lock");
+        $guard = null;
+        cron_guard(function (\CronLock\Guard $g) use (&$guard) {
+            $guard = $g;
+        }, $lock);
+        foreach (['CronLock\File' => $lock, 'CronLock\Guard' => $guard] as $class => $object) {
+            try {
+                serialize($object);
+                self::fail("serialize($class) must throw");
+            } catch (LockException $e) {
+                self::assertSame("a $class cannot be serialized: a lock belongs to the process that holds it", $e->getMessage());
+            }
+            try {
+                unserialize(sprintf('O:%d:"%s":0:{}', strlen($class), $class));
+                self::fail("unserialize($class) must throw");
+            } catch (LockException $e) {
+                self::assertStringContainsString("a $class cannot be serialized", $e->getMessage());
+            }
+        }
+        $this->expectException(\Error::class);
+        $this->expectExceptionMessage('Trying to clone an uncloneable object of class CronLock\File');
+        $copy = clone $lock;
+    }
+
+    // ---------------------------------------------- the holder line, user data
+
+    /** @return iterable<string, array{string}> */
+    public static function rewriteModes(): iterable
+    {
+        yield 'same object' => ['same'];
+        yield 'new object (reused descriptor)' => ['new'];
+        yield 'cron_guard twice' => ['guard'];
+        yield 'written by another process' => ['process'];
+    }
+
+    /** @dataProvider rewriteModes */
+    public function testTheHolderLineNeverOverwritesDataWrittenInPlace(string $mode): void
+    {
+        $dir = $this->dir;
+        $path = "$dir/data.lock";
+        $data = str_repeat("user data, line by line\n", 20);
+        $rewrite = function () use ($path, $data, $mode): void {
+            if ($mode === 'process') {
+                $p = Proc::run(sprintf('$f = fopen(%s, "r+"); fwrite($f, %s); fclose($f);', var_export($path, true), var_export($data, true)));
+                self::assertSame(0, $p->exitCode(), $p->stderr());
+                return;
+            }
+            $f = fopen($path, 'r+'); // same inode, rewritten in place
+            fwrite($f, $data);
+            fclose($f);
+        };
+        if ($mode === 'guard') {
+            ini_set('cronlock.lock_dir', $dir);
+            try {
+                cron_guard(static fn () => null, 'data');
+                self::assertStringStartsWith('cronlock pid=', (string) file_get_contents($path));
+                $rewrite();
+                cron_guard(static fn () => null, 'data');
+            } finally {
+                ini_restore('cronlock.lock_dir');
+            }
+        } else {
+            $lock = new File($path);
+            self::assertTrue($lock->acquire(0));
+            self::assertStringStartsWith('cronlock pid=', (string) file_get_contents($path), 'an empty file gets the line');
+            self::assertTrue($lock->release());
+            if ($mode !== 'same') {
+                unset($lock); // its descriptor goes to the next object of this path
+                $lock = new File($path);
+            }
+            $rewrite();
+            self::assertTrue($lock->acquire(0));
+            self::assertTrue($lock->release());
+        }
+        self::assertSame($data, file_get_contents($path));
+    }
+
+    // ---------------------------------------------------------- relative paths
+
+    public function testARelativePathIsResolvedOnceAtConstruction(): void
+    {
+        $here = $this->makeTempDir('rel-here');
+        $elsewhere = $this->makeTempDir('rel-elsewhere');
+        $cwd = getcwd();
+        try {
+            chdir($here);
+            $lock = new File('rel.lock');
+            chdir($elsewhere);
+            self::assertTrue($lock->acquire(0));
+            self::assertSame("$here/rel.lock", $lock->path());
+            self::assertFileDoesNotExist("$elsewhere/rel.lock");
+            self::assertSame(1, $this->runCommand([self::FLOCK, '-n', "$here/rel.lock", 'true'])[0]);
+            self::assertTrue($lock->release());
+        } finally {
+            chdir($cwd);
+        }
+    }
+
+    // ------------------------------------------------------------- holderPid()
+
+    public function testHolderPidNeverNamesTheHolderOfAnotherFileWithTheSameInodeNumber(): void
+    {
+        if (posix_geteuid() !== 0) {
+            self::markTestSkipped('needs root to mount two tmpfs');
+        }
+        $files = [];
+        foreach (['a', 'b'] as $name) {
+            $mount = $this->makeTempDir("tmpfs-$name");
+            [$code, , $err] = $this->runCommand(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'cronlock-test', $mount]);
+            if ($code !== 0) {
+                self::markTestSkipped("cannot mount a tmpfs here: $err");
+            }
+            $this->mounts[] = $mount;
+            touch("$mount/x.lock");
+            $files[] = "$mount/x.lock";
+        }
+        [$free, $other] = $files;
+        self::assertSame(fileinode($free), fileinode($other), 'fresh tmpfs mounts number their first files alike');
+        self::assertNotSame(stat($free)['dev'], stat($other)['dev']);
+
+        $holder = self::startHolder($other);
+        $lock = new File($free);
+        self::assertNull($lock->holderPid(), 'the file is free: nobody holds it');
+        self::assertTrue($lock->acquire(0));
+        self::assertSame(getmypid(), $lock->holderPid());
+        $lock->release();
+        $holder->kill();
+    }
+
+    public function testHolderPidIsNullWhenTheLockerDiedAndAChildKeptTheDescriptor(): void
+    {
+        $path = "{$this->dir}/orphan.lock";
+        // flock(1) takes the lock on descriptor 9 of the shell and exits; the
+        // shell (then sleep) keeps the descriptor, so the lock stays held by a
+        // process that is not the one /proc/locks names.
+        $locked = "{$this->dir}/locked";
+        $h = $this->startCommand(['sh', '-c', sprintf(
+            'exec 9>>%s; %s -n 9 || exit 1; : > %s; exec sleep 30',
+            escapeshellarg($path),
+            self::FLOCK,
+            escapeshellarg($locked)
+        )]);
+        self::waitUntil(fn () => file_exists($locked) || $this->commandExitCode($h) !== null, 'the orphaned lock');
+        self::assertNull($this->commandExitCode($h), 'the shell could not take the lock');
+        $lock = new File($path);
+        self::assertFalse($lock->acquire(0), 'held through the inherited descriptor');
+        $locks = (string) file_get_contents('/proc/locks');
+        self::assertNull($lock->holderPid(), "the locker is dead; never a dead or reused pid:\n$locks");
+        $this->killCommand($h);
+        self::assertTrue($lock->acquire(0));
+        $lock->release();
+    }
+
+    // ----------------------------------------- lock files of other users (D10)
+
+    public function testALockFileOwnedByAnotherUserInAWorldWritableDirectoryIsRefused(): void
+    {
+        self::requireRootAndRunuser();
+        $shared = $this->makeTempDir('world', sys_get_temp_dir()); // nobody must reach it
+        chmod($shared, 01777);
+        $path = "$shared/pre-created.lock";
+        [$code, , $err] = $this->runCommand([...self::asUser('nobody'), 'sh', '-c', 'umask 0; : > ' . escapeshellarg($path)]);
+        self::assertSame(0, $code, $err);
+        try {
+            new File($path);
+            self::fail('a lock file that another user can hold forever must be refused');
+        } catch (LockException $e) {
+            self::assertStringContainsString("lock file $path is owned by uid 65534, who could hold it forever", $e->getMessage());
+        }
+        chmod($shared, 0755);
+        clearstatcache();
+        $lock = new File($path); // in a directory only root can write to, trusted
+        self::assertTrue($lock->acquire(0));
+        $lock->release();
+    }
+
+    // ------------------------------------------------------- waits and signals
+
+    public function testASignalHandlerRunsDuringAWaitForeverAndTheWaitReturnsFalse(): void
+    {
+        if (!function_exists('pcntl_signal')) {
+            self::markTestSkipped('needs ext-pcntl');
+        }
+        $path = "{$this->dir}/wait.lock";
+        $holder = self::startHolder($path);
+        $w = Proc::start(sprintf(<<<'PHP'
+            pcntl_async_signals(true); // restart_syscalls stays true, as usual
+            pcntl_signal(SIGTERM, function () { echo "HANDLER ", microtime(true), "\n"; });
+            $lock = new \CronLock\File(%s);
+            echo "WAITING\n";
+            $got = $lock->acquire(-1);
+            echo "RETURNED ", var_export($got, true), "\n";
+            PHP, var_export($path, true)));
+        $w->waitForLine('WAITING', 15.0, 'stdout');
+        usleep(300_000); // in the wait, past its first fast polls
+        $sent = microtime(true);
+        $w->signal(SIGTERM);
+        $line = $w->waitForLine('HANDLER', 10.0, 'stdout');
+        $w->waitForLine('RETURNED', 10.0, 'stdout');
+        self::assertSame(0, $w->wait(10.0), $w->stderr());
+        self::assertStringContainsString('RETURNED false', $w->stdout());
+        self::assertLessThan(5.0, (float) substr(trim($line), 8) - $sent, 'the handler runs during the wait, not when the lock is free');
+        $holder->kill();
+    }
+}

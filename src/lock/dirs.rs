@@ -1,0 +1,119 @@
+//! Where `cron_guard()` keeps the lock files of named and script locks.
+//!
+//! By default a directory of this user's own, so that no other user can
+//! open (and so flock) or pre-create the lock files of our jobs:
+//! `/run/cronlock` for root (only root can create entries in /run), else
+//! `<base>/cronlock-<euid>` with base `/run/lock` when writable, else the
+//! system temp directory; created 0700, and refused unless it is a real
+//! directory owned by us that neither group nor others can write. Files in
+//! it are created 0600. An explicit `cronlock.lock_dir` is used as is (files
+//! 0644, so that several users can share it on purpose), except that a
+//! world-writable directory without the sticky bit is refused.
+
+use super::sys;
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedLockDir {
+    pub path: PathBuf,
+    /// Permission bits for the lock files created in it.
+    pub file_mode: u32,
+}
+
+/// The directory named locks use with `setting` (`cronlock.lock_dir`), as
+/// `php --ri cronlock` shows it; nothing is created or checked.
+pub fn named_lock_dir_path(setting: &str) -> PathBuf {
+    if !setting.is_empty() {
+        return PathBuf::from(setting);
+    }
+    let euid = sys::effective_uid();
+    if euid == 0 && Path::new("/run").is_dir() {
+        return PathBuf::from("/run/cronlock");
+    }
+    let run_lock = Path::new("/run/lock");
+    let base = if run_lock.is_dir() && sys::may_write_dir(run_lock) {
+        run_lock.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!("cronlock-{euid}"))
+}
+
+/// The directory for named locks, made ready: the default one is created
+/// if missing and checked to be ours alone.
+///
+/// # Errors
+///
+/// [`Error::Lock`] naming the directory when it cannot be created, is not
+/// a directory (a symlink counts as not), belongs to another user, or is
+/// writable by others (the default one: by group or others; an explicit
+/// one: by everyone without the sticky bit).
+pub fn named_lock_dir(setting: &str) -> Result<NamedLockDir> {
+    let path = named_lock_dir_path(setting);
+    if !setting.is_empty() {
+        // Followed, if it is a symlink: the directory the files land in counts.
+        if let Ok(meta) = std::fs::metadata(&path) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = meta.permissions().mode();
+            // Anyone could swap our lock file for theirs in such a directory.
+            if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+                return Err(Error::Lock(format!(
+                    "lock directory {} is world-writable without the sticky bit; \
+                     chmod +t it or set cronlock.lock_dir to a safer directory",
+                    super::shorten(&path.display().to_string())
+                )));
+            }
+        }
+        return Ok(NamedLockDir {
+            path,
+            file_mode: 0o644,
+        });
+    }
+    let fail = |why: String| {
+        Error::Lock(format!(
+            "lock directory {} {why}; remove it (cronlock recreates it) or set \
+             cronlock.lock_dir",
+            path.display()
+        ))
+    };
+    sys::make_private_dir(&path, 0o700)
+        .map_err(|e| fail(format!("cannot be created: {}", sys::reason(&e))))?;
+    let euid = sys::effective_uid();
+    match sys::dir_owner_and_mode(&path) {
+        Err(e) => Err(fail(format!("cannot be examined: {}", sys::reason(&e)))),
+        Ok(None) => Err(fail("is not a directory".to_owned())),
+        Ok(Some((owner, _))) if owner != euid => Err(fail(format!(
+            "is owned by uid {owner}, not by this process's uid {euid}"
+        ))),
+        Ok(Some((_, mode))) if mode & 0o022 != 0 => Err(fail(format!(
+            "is writable by group or others (mode {mode:04o})"
+        ))),
+        Ok(Some(_)) => Ok(NamedLockDir {
+            path,
+            file_mode: 0o600,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_directory_is_used_as_is_with_shareable_files() {
+        let dir = named_lock_dir("/some/where").unwrap();
+        assert_eq!(dir.path, Path::new("/some/where"));
+        assert_eq!(dir.file_mode, 0o644);
+    }
+
+    #[test]
+    fn the_default_directory_is_private_to_this_user() {
+        let dir = named_lock_dir("").unwrap();
+        assert_eq!(dir.file_mode, 0o600);
+        let (owner, mode) = sys::dir_owner_and_mode(&dir.path).unwrap().unwrap();
+        assert_eq!(owner, sys::effective_uid());
+        assert_eq!(mode & 0o077, 0);
+        assert_eq!(dir.path, named_lock_dir_path(""));
+    }
+}
