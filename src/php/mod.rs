@@ -2,6 +2,7 @@
 //! result and error conversion happens here; the locking is in `crate::lock`.
 
 pub mod arginfo;
+pub mod database;
 pub mod engine;
 pub mod exceptions;
 pub mod file;
@@ -69,6 +70,8 @@ pub fn release_native(object: &mut ZendObject) -> bool {
         file.release_leftover();
     } else if let Some(redis) = ZendClassObject::<redis::Redis>::from_zend_obj_mut(object) {
         redis.release_leftover();
+    } else if let Some(db) = ZendClassObject::<database::Database>::from_zend_obj_mut(object) {
+        db.release_leftover();
     } else {
         return false;
     }

@@ -1,0 +1,560 @@
+//! `CronLock\Database`: a named lock on MySQL/MariaDB or PostgreSQL,
+//! through PDO.
+//!
+//! The server is reached through PDO rather than a Rust client: no TLS
+//! stack or async runtime in the extension, and TLS, authentication and
+//! driver options are exactly what the user configured for PDO. The lock
+//! logic is in `crate::lock::database`; this module runs its statements on
+//! a `\PDO` (the user's, or one the lock opens from a DSN and keeps).
+
+use super::engine;
+use super::lock_interface::PhpInterfaceLock;
+use super::options::Options;
+use crate::error::Error;
+use crate::lock::database::{self, DatabaseLock, Flavor, Session, SqlError, Value};
+use crate::lock::Wait;
+use ext_php_rs::class::RegisteredClass;
+use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::flags::ClassFlags;
+use ext_php_rs::prelude::*;
+use ext_php_rs::types::{ZendClassObject, ZendHashTable, ZendObject, Zval};
+use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
+use std::cell::RefCell;
+
+const PDO_ATTR_ERRMODE: i64 = 3;
+const PDO_ERRMODE_EXCEPTION: i64 = 2;
+const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
+const PDO_ATTR_DRIVER_NAME: i64 = 16;
+const PDO_FETCH_NUM: i64 = 3;
+
+#[php_class]
+#[php(name = "CronLock\\Database")]
+#[php(flags = ClassFlags::Final)]
+#[php(implements(PhpInterfaceLock))]
+pub struct Database {
+    lock: DatabaseLock,
+    /// A RefCell so that the busy line of cron_guard() can ask who holds
+    /// the lock through a shared reference.
+    session: RefCell<PdoSession>,
+}
+
+#[php_impl]
+impl Database {
+    pub fn __construct(
+        connection: &Zval,
+        name: String,
+        options: Option<&ZendHashTable>,
+    ) -> PhpResult<Self> {
+        refuse_second_construct()?;
+        allow_serialize_hooks();
+        let options = Options::new("$options", options, &["user", "password", "pdo_options"])?;
+        let session = if let Some(dsn) = connection.str() {
+            PdoSession::own(dsn, &options)?
+        } else if let Some(pdo) = connection.object().filter(|o| is_pdo(o)) {
+            for key in ["user", "password", "pdo_options"] {
+                if options.has(key) {
+                    return Err(Error::value(
+                        options.arg_name(key),
+                        "is only used with a DSN; a PDO given is already connected",
+                    )
+                    .into());
+                }
+            }
+            let _ = pdo;
+            PdoSession::user(connection)?
+        } else {
+            return Err(Error::type_(
+                "$connection",
+                format!(
+                    "must be of type PDO|string, {} given",
+                    connection
+                        .object()
+                        .and_then(|o| o.get_class_name().ok())
+                        .unwrap_or_else(|| super::options::type_name(connection).to_owned())
+                ),
+            )
+            .into());
+        };
+        let lock = DatabaseLock::new(session.flavor, &name)?;
+        super::note_lock_object();
+        Ok(Database {
+            lock,
+            session: RefCell::new(session),
+        })
+    }
+
+    #[php(defaults(timeout = 0.0))]
+    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
+        let wait = Wait::from_seconds("$timeout", timeout)?;
+        Ok(self.lock.acquire(self.session.get_mut(), wait)?)
+    }
+
+    /// The lock lives as long as its session: there is no TTL to extend,
+    /// renewing asks the server whether this session still holds it.
+    pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
+        let _ = ttl;
+        Ok(self.lock.renew(self.session.get_mut())?)
+    }
+
+    pub fn release(&mut self) -> PhpResult<bool> {
+        Ok(self.lock.release(self.session.get_mut())?)
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.lock.is_held()
+    }
+
+    pub fn name(&self) -> String {
+        self.lock.name().to_owned()
+    }
+
+    /// Who holds the lock now, in words; null when it is free.
+    pub fn holder(&self) -> PhpResult<Option<String>> {
+        let mut session = self.session.borrow_mut();
+        let holder = self.lock.holder(&mut *session)?;
+        Ok(holder.map(|h| h.describe(self.lock.flavor())))
+    }
+
+    pub fn __serialize(&self) -> PhpResult<Vec<String>> {
+        Err(not_serializable())
+    }
+
+    pub fn __unserialize(&mut self, data: &ZendHashTable) -> PhpResult<()> {
+        let _ = data;
+        Err(not_serializable())
+    }
+}
+
+impl Database {
+    /// "database lock 'x' ('x') on MySQL/MariaDB at mysql:host=db", for the
+    /// busy line.
+    pub fn describe(&self) -> String {
+        self.lock.describe(&*self.session.borrow())
+    }
+
+    /// For the busy line of cron_guard(): who holds it, if the server says.
+    pub fn holder_for_message(&self) -> Option<String> {
+        let mut session = self.session.try_borrow_mut().ok()?;
+        engine::with_exception_saved(|| {
+            self.lock
+                .holder(&mut *session)
+                .ok()
+                .flatten()
+                .map(|h| h.describe(self.lock.flavor()))
+        })
+    }
+
+    /// For the request-shutdown sweep and cron_guard()'s way out: runs the
+    /// release with any pending exception set aside (PDO cannot be called
+    /// while one is pending); errors have nowhere to go there.
+    pub fn release_leftover(&mut self) {
+        if !self.lock.needs_release() {
+            return;
+        }
+        let session = self.session.get_mut();
+        engine::with_exception_saved(|| {
+            let _ = self.lock.release(session);
+        });
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        self.release_leftover();
+    }
+}
+
+fn is_pdo(object: &ZendObject) -> bool {
+    ClassEntry::try_find("PDO").is_some_and(|pdo| object.instance_of(pdo))
+}
+
+fn refuse_second_construct() -> Result<(), PhpException> {
+    let frame = ExecutorGlobals::get().current_execute_data;
+    // SAFETY: during a method call the engine's current frame is that
+    // call's, alive until it returns.
+    let this = unsafe { frame.as_mut() }.and_then(|frame| frame.This.object());
+    match this.and_then(ZendClassObject::<Database>::from_zend_obj) {
+        Some(_) => Err(PhpException::new(
+            format!("Cannot call {}::__construct() twice", Database::CLASS_NAME),
+            0,
+            ce::error(),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn not_serializable() -> PhpException {
+    Error::Lock(
+        "a CronLock\\Database cannot be serialized: a lock belongs to the process that holds it"
+            .to_owned(),
+    )
+    .into()
+}
+
+/// ext-php-rs marks the class "not serializable", so PHP would throw a
+/// plain `\Exception`; with the flag off PHP calls `__serialize()` /
+/// `__unserialize()`, which throw LockException.
+fn allow_serialize_hooks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let class = std::ptr::from_ref(Database::get_metadata().ce()).cast_mut();
+        // SAFETY: our own registered class entry, changed once, before any
+        // object of it exists.
+        unsafe {
+            (*class).ce_flags &= !ClassFlags::NotSerializable.bits();
+        }
+    });
+}
+
+/// The connection of a lock: the user's PDO, or one of its own.
+enum Connection {
+    User(Zval),
+    Own(OwnConnection),
+}
+
+struct OwnConnection {
+    dsn: String,
+    user: Option<String>,
+    password: Option<String>,
+    pdo_options: Vec<(i64, Zval)>,
+    open: Option<OpenPdo>,
+}
+
+/// A PDO the lock opened, with the socket descriptors it made, which a
+/// fork child must never use (its PDO's destructor would end our session).
+struct OpenPdo {
+    pdo: Zval,
+    fds: Vec<i32>,
+    opened_by: u32,
+}
+
+impl Drop for OpenPdo {
+    fn drop(&mut self) {
+        if self.opened_by == database::current_pid() {
+            for &fd in &self.fds {
+                database::untrack_connection_fd(fd);
+            }
+        }
+    }
+}
+
+struct PdoSession {
+    flavor: Flavor,
+    connection: Connection,
+    label: String,
+}
+
+impl PdoSession {
+    fn user(pdo: &Zval) -> PhpResult<Self> {
+        let driver = pdo
+            .try_call_method("getAttribute", vec![&PDO_ATTR_DRIVER_NAME])
+            .ok()
+            .and_then(|d| d.str().map(str::to_owned));
+        if let Some(exception) = ExecutorGlobals::take_exception() {
+            let message = exception_message(&exception);
+            return Err(Error::Lock(format!("cannot use the PDO given: {message}")).into());
+        }
+        let flavor = Flavor::from_driver(&driver.unwrap_or_default())?;
+        Ok(PdoSession {
+            flavor,
+            connection: Connection::User(pdo.shallow_clone()),
+            label: format!("{} (the PDO given)", flavor.product()),
+        })
+    }
+
+    fn own(dsn: &str, options: &Options) -> PhpResult<Self> {
+        if dsn.contains('\0') {
+            return Err(Error::value("$connection", "must not contain NUL bytes").into());
+        }
+        let driver = dsn.split_once(':').map_or("", |(driver, _)| driver);
+        if driver.is_empty() {
+            return Err(Error::value(
+                "$connection",
+                "must be a PDO or a PDO DSN such as 'mysql:host=db;dbname=app' or 'pgsql:host=db;dbname=app'",
+            )
+            .into());
+        }
+        let flavor = Flavor::from_driver(driver)?;
+        let pdo_options = match options.array("pdo_options")? {
+            None => Vec::new(),
+            Some(table) => {
+                let mut list = Vec::new();
+                let mut entries = table.iter();
+                while let Some((key, value)) = entries.next_zval() {
+                    let Some(attribute) = key.long() else {
+                        return Err(Error::value(
+                            options.arg_name("pdo_options"),
+                            "must have PDO::ATTR_* constants (integers) as keys",
+                        )
+                        .into());
+                    };
+                    list.push((attribute, value.shallow_clone()));
+                }
+                list
+            }
+        };
+        Ok(PdoSession {
+            flavor,
+            connection: Connection::Own(OwnConnection {
+                dsn: dsn.to_owned(),
+                user: options.string("user")?,
+                password: options.string("password")?,
+                pdo_options,
+                open: None,
+            }),
+            label: format!("{} at {}", flavor.product(), database::dsn_label(dsn)),
+        })
+    }
+
+    fn password(&self) -> Option<&str> {
+        match &self.connection {
+            Connection::Own(own) => own.password.as_deref(),
+            Connection::User(_) => None,
+        }
+    }
+
+    fn pdo(&mut self) -> Result<&Zval, SqlError> {
+        let flavor = self.flavor;
+        match &mut self.connection {
+            Connection::User(pdo) => Ok(pdo),
+            Connection::Own(own) => {
+                if own
+                    .open
+                    .as_ref()
+                    .is_some_and(|open| open.opened_by != database::current_pid())
+                {
+                    // A fork child: the parent's connection was detached at
+                    // fork; never talk over it.
+                    std::mem::forget(own.open.take());
+                }
+                if own.open.is_none() {
+                    own.open = Some(connect(own, flavor)?);
+                }
+                Ok(&own.open.as_ref().expect("just opened").pdo)
+            }
+        }
+    }
+
+    fn error(&self, exception: &ZendObject, connecting: bool) -> SqlError {
+        sql_error(exception, connecting, self.password())
+    }
+}
+
+impl Session for PdoSession {
+    fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Value>, SqlError> {
+        let pdo = self.pdo()?.shallow_clone();
+        let statement = if params.is_empty() {
+            self.call(&pdo, "query", vec![&sql])?
+        } else {
+            let statement = self.call(&pdo, "prepare", vec![&sql])?;
+            let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
+            self.call(&statement, "execute", vec![&params])?;
+            statement
+        };
+        let row = self.call(&statement, "fetch", vec![&PDO_FETCH_NUM])?;
+        let Some(row) = row.array() else {
+            return Ok(Vec::new());
+        };
+        Ok(row
+            .values()
+            .map(|value| {
+                if let Some(i) = value.long() {
+                    Value::Int(i)
+                } else if let Some(b) = value.bool() {
+                    Value::Int(i64::from(b))
+                } else if let Some(s) = value.str() {
+                    Value::Text(s.to_owned())
+                } else if let Some(d) = value.double() {
+                    Value::Text(d.to_string())
+                } else {
+                    Value::Null
+                }
+            })
+            .collect())
+    }
+
+    fn in_transaction(&mut self) -> bool {
+        let Ok(pdo) = self.pdo().map(Zval::shallow_clone) else {
+            return false;
+        };
+        self.call(&pdo, "inTransaction", vec![])
+            .ok()
+            .and_then(|t| t.bool())
+            .unwrap_or(false)
+    }
+
+    fn owns_connection(&self) -> bool {
+        matches!(self.connection, Connection::Own(_))
+    }
+
+    fn disconnect(&mut self) {
+        if let Connection::Own(own) = &mut self.connection {
+            match own.open.take() {
+                Some(open) if open.opened_by != database::current_pid() => std::mem::forget(open),
+                // Dropping the last reference closes the connection.
+                other => drop(other),
+            }
+        }
+    }
+
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+}
+
+impl PdoSession {
+    /// A method call on a PDO or PDOStatement. The engine reports an
+    /// exception the callee threw only through EG(exception): it is taken
+    /// here and turned into an [`SqlError`].
+    fn call(
+        &self,
+        object: &Zval,
+        method: &str,
+        args: Vec<&dyn IntoZvalDyn>,
+    ) -> Result<Zval, SqlError> {
+        let result = object.try_call_method(method, args);
+        if let Some(exception) = ExecutorGlobals::take_exception() {
+            return Err(self.error(&exception, false));
+        }
+        result.map_err(|err| SqlError {
+            sqlstate: "HY000".to_owned(),
+            code: None,
+            message: format!("PDO::{method}() could not be called: {err}"),
+            connecting: false,
+        })
+    }
+}
+
+fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
+    let fail = |message: String| SqlError {
+        sqlstate: "HY000".to_owned(),
+        code: None,
+        message,
+        connecting: true,
+    };
+    let class = ClassEntry::try_find("PDO")
+        .ok_or_else(|| fail("the PHP pdo extension is not loaded".to_owned()))?;
+    let mut options = ZendHashTable::new();
+    for (attribute, value) in &own.pdo_options {
+        let _ = options.insert_at_index(*attribute, value.shallow_clone());
+    }
+    // Ours whatever the user passed: errors must be exceptions, and one
+    // round trip per statement.
+    let _ = options.insert_at_index(PDO_ATTR_ERRMODE, PDO_ERRMODE_EXCEPTION);
+    if !own
+        .pdo_options
+        .iter()
+        .any(|(a, _)| *a == PDO_ATTR_EMULATE_PREPARES)
+    {
+        let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, true);
+    }
+    let pdo = ZendObject::new(class)
+        .into_zval(false)
+        .map_err(|err| fail(format!("cannot create a PDO: {err}")))?;
+    let before = database::open_sockets();
+    let user = own.user.as_deref().map_or(Zval::null(), |u| {
+        u.into_zval(false).unwrap_or_default()
+    });
+    let password = own.password.as_deref().map_or(Zval::null(), |p| {
+        p.into_zval(false).unwrap_or_default()
+    });
+    let constructed = pdo.try_call_method("__construct", vec![&own.dsn, &user, &password, &options]);
+    if let Some(exception) = ExecutorGlobals::take_exception() {
+        return Err(sql_error(&exception, true, own.password.as_deref()));
+    }
+    constructed.map_err(|err| fail(format!("PDO::__construct() could not be called: {err}")))?;
+    let fds: Vec<i32> = database::open_sockets()
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect();
+    for &fd in &fds {
+        database::track_connection_fd(fd);
+    }
+    let open = OpenPdo {
+        pdo,
+        fds,
+        opened_by: database::current_pid(),
+    };
+    if flavor == Flavor::Postgres {
+        // Lets the busy line of another host name this process.
+        name_postgres_session(&open.pdo);
+    }
+    Ok(open)
+}
+
+/// `application_name` = "cronlock pid N on HOST", unless the DSN set one.
+fn name_postgres_session(pdo: &Zval) {
+    let name = format!(
+        "cronlock pid {} on {}",
+        database::current_pid(),
+        database::hostname()
+    );
+    let sql = "SELECT CASE WHEN current_setting('application_name') = '' \
+               THEN set_config('application_name', ?, false) END";
+    if let Ok(statement) = pdo.try_call_method("prepare", vec![&sql]) {
+        if ExecutorGlobals::take_exception().is_none() {
+            let _ = statement.try_call_method("execute", vec![&vec![name]]);
+        }
+    }
+    let _ = ExecutorGlobals::take_exception();
+}
+
+fn exception_message(exception: &ZendObject) -> String {
+    exception
+        .try_call_method("getMessage", vec![])
+        .ok()
+        .and_then(|m| m.str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A PDOException (or any exception PDO threw) as an [`SqlError`]:
+/// SQLSTATE and driver code from `errorInfo` or from PDO's message prefix
+/// ("SQLSTATE[HY000] [2002] …", "SQLSTATE[08006]: …: 7 …"), the server's
+/// words without the prefix, the password (if any) blotted out.
+fn sql_error(exception: &ZendObject, connecting: bool, password: Option<&str>) -> SqlError {
+    let message = exception_message(exception);
+    let info = exception
+        .get_property::<&Zval>("errorInfo")
+        .ok()
+        .and_then(Zval::array);
+    let mut sqlstate = info
+        .and_then(|i| i.get_index(0))
+        .and_then(|s| s.str().map(str::to_owned));
+    let mut code = info.and_then(|i| i.get_index(1)).and_then(Zval::long);
+    let mut text = info
+        .and_then(|i| i.get_index(2))
+        .and_then(|s| s.str().map(str::to_owned));
+    if let Some(rest) = message.strip_prefix("SQLSTATE[") {
+        if let Some((state, rest)) = rest.split_once(']') {
+            sqlstate.get_or_insert_with(|| state.to_owned());
+            let rest = rest.trim_start_matches(':').trim_start();
+            // "[2002] Connection refused" (connect errors)
+            if let Some(rest) = rest.strip_prefix('[') {
+                if let Some((number, words)) = rest.split_once(']') {
+                    code = code.or_else(|| number.parse().ok());
+                    text.get_or_insert_with(|| words.trim().to_owned());
+                }
+            }
+            text.get_or_insert_with(|| rest.to_owned());
+        }
+    }
+    let mut text = text
+        .unwrap_or(message)
+        .replace("ERROR:  ", "")
+        .replace("FATAL:  ", "")
+        .trim()
+        .to_owned();
+    if let Some(password) = password.filter(|p| p.len() >= 3) {
+        text = text.replace(password, "***");
+    }
+    if text.is_empty() {
+        text = "unknown error".to_owned();
+    }
+    SqlError {
+        sqlstate: sqlstate.unwrap_or_else(|| "HY000".to_owned()),
+        code,
+        message: text,
+        connecting,
+    }
+}
