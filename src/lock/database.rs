@@ -806,10 +806,20 @@ pub fn hostname() -> &'static str {
     sys::hostname()
 }
 
-/// A descriptor of a connection the lock opened: a fork child's copy is
-/// pointed at /dev/null at fork time, so nothing the child does (PDO's
-/// destructor sends COM_QUIT or Terminate) can end the parent's session.
+/// A descriptor of a connection the lock opened: made close-on-exec
+/// (mysqlnd leaves its socket inheritable, so a program the job starts
+/// would keep the session, and the lock, alive after the job is killed),
+/// and a fork child's copy is pointed at /dev/null at fork time, so nothing
+/// the child does (PDO's destructor sends COM_QUIT or Terminate) can end
+/// the parent's session.
 pub fn track_connection_fd(fd: i32) {
+    // SAFETY: fcntl on a descriptor number; an invalid one only fails.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        }
+    }
     sys::track_fd(fd);
 }
 
