@@ -117,10 +117,7 @@ pub fn mysql_lock_name(name: &[u8]) -> String {
         // Checked above: ASCII only.
         return String::from_utf8_lossy(name).into_owned();
     }
-    format!(
-        "{HASHED_PREFIX}{}",
-        sha1_smol::Sha1::from(name).digest()
-    )
+    format!("{HASHED_PREFIX}{}", sha1_smol::Sha1::from(name).digest())
 }
 
 /// The PostgreSQL advisory key for `name`:
@@ -226,6 +223,12 @@ pub trait Session {
     /// new one when the session owns its connection. A user's PDO is left
     /// alone.
     fn disconnect(&mut self);
+
+    /// Whether a PHP signal handler ran since the last call (the engine runs
+    /// pending handlers when a PDO call returns, so the flag the wait loop
+    /// checks may already be consumed): a wait then gives up like one cut
+    /// short by a signal. Reading clears it.
+    fn signal_handled(&mut self) -> bool;
 
     /// "MySQL/MariaDB at mysql:host=db1" or "the PDO given": for messages.
     /// Never contains a password.
@@ -366,17 +369,18 @@ impl DatabaseLock {
         &self.target
     }
 
-    /// "lock 'name' (GET_LOCK 'name') on MySQL/MariaDB at …", for messages.
+    /// "'name' (MySQL/MariaDB at mysql:host=db)", for messages: after
+    /// "lock" in errors and in the busy line of cron_guard().
     pub fn describe(&self, session: &dyn Session) -> String {
         match &self.target {
             Target::MySql(plain) if *plain == self.name => {
-                format!("database lock '{}' on {}", cut(&self.name), session.label())
+                format!("'{}' ({})", cut(&self.name), session.label())
             }
             target => format!(
-                "database lock '{}' ({}) on {}",
+                "'{}' ({}, {})",
                 cut(&self.name),
-                target.describe(),
-                session.label()
+                session.label(),
+                target.describe()
             ),
         }
     }
@@ -420,12 +424,13 @@ impl DatabaseLock {
                 return Ok(false);
             }
             return Err(Error::Lock(format!(
-                "{} is already held by this process (pid {}) through another \
+                "lock {} is already held by this process (pid {}) through another \
                  CronLock\\Database object; waiting for it would deadlock",
                 self.describe(session),
                 sys::current_pid()
             )));
         }
+        session.signal_handled();
         let acquired = self.try_once(session)?;
         if acquired || wait == Wait::Once {
             return self.finish_acquire(acquired, &info);
@@ -458,7 +463,7 @@ impl DatabaseLock {
             Some(1) => Ok(true),
             Some(0) => Ok(false),
             _ => Err(Error::Lock(format!(
-                "cannot acquire {}: the server answered NULL (was the query killed?)",
+                "cannot acquire lock {}: the server answered NULL (was the query killed?)",
                 self.describe(session)
             ))),
         }
@@ -474,7 +479,7 @@ impl DatabaseLock {
     fn wait_mysql(&mut self, session: &mut dyn Session, wait: Wait) -> Result<bool> {
         let param = self.target.param();
         loop {
-            if super::interrupted() {
+            if super::interrupted() || session.signal_handled() {
                 return Ok(false);
             }
             let Some(slice) = next_slice(wait) else {
@@ -488,7 +493,10 @@ impl DatabaseLock {
                     }
                 }
                 // A signal can break a blocking read of the client library.
-                Err(err) if super::interrupted() && err.lost_connection(self.flavor) => {
+                Err(err)
+                    if (super::interrupted() || session.signal_handled())
+                        && err.lost_connection(self.flavor) =>
+                {
                     self.forget_session(session);
                     return Ok(false);
                 }
@@ -511,7 +519,7 @@ impl DatabaseLock {
         let in_transaction = session.in_transaction();
         let param = self.target.param();
         let outcome = loop {
-            if super::interrupted() {
+            if super::interrupted() || session.signal_handled() {
                 break Ok(false);
             }
             let Some(slice) = next_slice(wait) else {
@@ -558,7 +566,10 @@ impl DatabaseLock {
                 }
                 Ok(acquired)
             }
-            Err(err) if super::interrupted() && err.lost_connection(self.flavor) => {
+            Err(err)
+                if (super::interrupted() || session.signal_handled())
+                    && err.lost_connection(self.flavor) =>
+            {
                 self.forget_session(session);
                 Ok(false)
             }
@@ -775,12 +786,40 @@ impl DatabaseLock {
     }
 
     fn error(&self, session: &dyn Session, what: &str, err: &SqlError) -> Error {
-        let message = format!("{what} {}: {}", self.describe(session), err.message);
+        let message = format!("{what} lock {}: {}", self.describe(session), err.message);
         if err.lost_connection(self.flavor) {
             Error::Connection(message)
         } else {
             Error::Lock(message)
         }
+    }
+
+    /// After a PHP exception (or `exit()`) thrown by a signal handler in the
+    /// middle of an acquire: the server may have granted the lock in the
+    /// statement whose answer was lost. A connection of our own is closed
+    /// (which frees it); on the user's PDO it is unlocked if held.
+    pub fn abandon(&mut self, session: &mut dyn Session) {
+        if self.hold.is_some() {
+            return;
+        }
+        if session.owns_connection() {
+            self.forget_session(session);
+        } else if let Ok(true) = self.still_held_by_session(session) {
+            let _ = self.unlock(session);
+        }
+    }
+
+    fn still_held_by_session(
+        &self,
+        session: &mut dyn Session,
+    ) -> std::result::Result<bool, SqlError> {
+        let row = match &self.target {
+            Target::MySql(name) => {
+                session.query("SELECT IS_USED_LOCK(?) = CONNECTION_ID()", &[name])?
+            }
+            Target::Postgres(_) => return Ok(true),
+        };
+        Ok(row.first().and_then(Value::int) == Some(1))
     }
 
     /// For the drop of the PHP object: whether a release is due.
@@ -977,7 +1016,10 @@ mod tests {
         assert_eq!(mysql_lock_name(b"nightly-report"), "nightly-report");
         assert_eq!(mysql_lock_name(b"a b:c/d"), "a b:c/d");
         let upper = mysql_lock_name(b"Nightly");
-        assert_eq!(upper, format!("cronlock:{}", sha1_smol::Sha1::from("Nightly").digest()));
+        assert_eq!(
+            upper,
+            format!("cronlock:{}", sha1_smol::Sha1::from("Nightly").digest())
+        );
         assert_ne!(upper, mysql_lock_name(b"nightly"));
         assert_eq!(upper.len(), 49);
         // 64 bytes plain, 65 hashed, and a shared 64-byte prefix does not collide
@@ -1063,6 +1105,9 @@ mod tests {
         fn disconnect(&mut self) {
             self.disconnects += 1;
         }
+        fn signal_handled(&mut self) -> bool {
+            false
+        }
         fn label(&self) -> String {
             "MySQL/MariaDB at mysql:host=db".to_owned()
         }
@@ -1091,7 +1136,10 @@ mod tests {
         let mut s = Script::new(true, vec![info(7), one(1), one(1), one(0)]);
         assert!(lock.acquire(&mut s, Wait::Once).unwrap());
         assert!(lock.acquire(&mut s, Wait::Once).unwrap(), "still ours");
-        assert!(!lock.acquire(&mut s, Wait::Once).unwrap(), "server says lost");
+        assert!(
+            !lock.acquire(&mut s, Wait::Once).unwrap(),
+            "server says lost"
+        );
         assert!(!lock.is_held());
         assert!(s.sent[2].contains("IS_USED_LOCK"));
         assert_eq!(s.sent.len(), 4);
@@ -1129,7 +1177,10 @@ mod tests {
         let mut b = DatabaseLock::new(Flavor::MySql, "same").unwrap();
         let mut s = Script::new(false, vec![info(7), one(1), info(7)]);
         assert!(a.acquire(&mut s, Wait::Once).unwrap());
-        assert!(!b.acquire(&mut s, Wait::Once).unwrap(), "busy, no GET_LOCK sent");
+        assert!(
+            !b.acquire(&mut s, Wait::Once).unwrap(),
+            "busy, no GET_LOCK sent"
+        );
         let err = b.acquire(&mut s, Wait::Forever).unwrap_err().to_string();
         assert!(
             err.contains("through another CronLock\\Database object"),
@@ -1156,7 +1207,10 @@ mod tests {
                 .nth(1)
                 .and_then(|s| s.parse().ok())
                 .expect("a timeout parameter");
-            assert!(query.contains("GET_LOCK(?, ?)") && seconds <= 0.1, "{query}");
+            assert!(
+                query.contains("GET_LOCK(?, ?)") && seconds <= 0.1,
+                "{query}"
+            );
         }
     }
 
@@ -1165,23 +1219,30 @@ mod tests {
         let mut lock = DatabaseLock::new(Flavor::Postgres, "pg-job").unwrap();
         let mut s = Script::new(
             true,
-            vec![Err(SqlError {
-                sqlstate: "08006".into(),
-                code: Some(7),
-                message: "connection to server at \"127.0.0.1\", port 1 failed: Connection refused".into(),
-                connecting: true,
-            }),
-            Err(SqlError {
-                sqlstate: "08006".into(),
-                code: Some(7),
-                message: "Connection refused".into(),
-                connecting: true,
-            })],
+            vec![
+                Err(SqlError {
+                    sqlstate: "08006".into(),
+                    code: Some(7),
+                    message:
+                        "connection to server at \"127.0.0.1\", port 1 failed: Connection refused"
+                            .into(),
+                    connecting: true,
+                }),
+                Err(SqlError {
+                    sqlstate: "08006".into(),
+                    code: Some(7),
+                    message: "Connection refused".into(),
+                    connecting: true,
+                }),
+            ],
         );
         let err = lock.acquire(&mut s, Wait::Once).unwrap_err();
         assert!(matches!(err, Error::Connection(_)));
         let text = err.to_string();
-        assert!(text.contains("'pg-job'") && text.contains("advisory key"), "{text}");
+        assert!(
+            text.contains("'pg-job'") && text.contains("advisory key"),
+            "{text}"
+        );
         let denied = SqlError {
             sqlstate: "42501".into(),
             code: None,

@@ -36,6 +36,9 @@ pub fn fix_signatures() {
         set_arg(cron_guard, 2, array, c"[]");
         set_arg(method("CronLock\\File", "__construct"), 1, array, c"[]");
         set_arg(method("CronLock\\Redis", "__construct"), 3, array, c"[]");
+        let database = method("CronLock\\Database", "__construct");
+        set_arg(database, 0, class_type("PDO", MAY_BE_STRING), c"");
+        set_arg(database, 2, array, c"[]");
         set_arg(
             method("CronLock\\Guard", "lock"),
             -1,

@@ -23,6 +23,7 @@ use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use std::cell::RefCell;
 
 const PDO_ATTR_ERRMODE: i64 = 3;
+const PDO_ERRMODE_SILENT: i64 = 0;
 const PDO_ERRMODE_EXCEPTION: i64 = 2;
 const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
 const PDO_ATTR_DRIVER_NAME: i64 = 16;
@@ -48,6 +49,7 @@ impl Database {
     ) -> PhpResult<Self> {
         refuse_second_construct()?;
         allow_serialize_hooks();
+        hook_interrupts();
         let options = Options::new("$options", options, &["user", "password", "pdo_options"])?;
         let session = if let Some(dsn) = connection.str() {
             PdoSession::own(dsn, &options)?
@@ -87,18 +89,34 @@ impl Database {
     #[php(defaults(timeout = 0.0))]
     pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
         let wait = Wait::from_seconds("$timeout", timeout)?;
-        Ok(self.lock.acquire(self.session.get_mut(), wait)?)
+        let session = self.session.get_mut();
+        let acquired = self.lock.acquire(session, wait);
+        if ExecutorGlobals::has_exception() {
+            // A signal handler threw (or called exit()) during a PDO call:
+            // that exception propagates; the lock is not taken.
+            engine::with_exception_saved(|| self.lock.abandon(session));
+            return Ok(false);
+        }
+        Ok(acquired?)
     }
 
     /// The lock lives as long as its session: there is no TTL to extend,
     /// renewing asks the server whether this session still holds it.
     pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
         let _ = ttl;
-        Ok(self.lock.renew(self.session.get_mut())?)
+        let renewed = self.lock.renew(self.session.get_mut());
+        if ExecutorGlobals::has_exception() {
+            return Ok(false);
+        }
+        Ok(renewed?)
     }
 
     pub fn release(&mut self) -> PhpResult<bool> {
-        Ok(self.lock.release(self.session.get_mut())?)
+        let released = self.lock.release(self.session.get_mut());
+        if ExecutorGlobals::has_exception() {
+            return Ok(false);
+        }
+        Ok(released?)
     }
 
     pub fn is_held(&self) -> bool {
@@ -127,8 +145,7 @@ impl Database {
 }
 
 impl Database {
-    /// "database lock 'x' ('x') on MySQL/MariaDB at mysql:host=db", for the
-    /// busy line.
+    /// "'x' (MySQL/MariaDB at mysql:host=db)", for the busy line.
     pub fn describe(&self) -> String {
         self.lock.describe(&*self.session.borrow())
     }
@@ -259,7 +276,7 @@ impl PdoSession {
         Ok(PdoSession {
             flavor,
             connection: Connection::User(pdo.shallow_clone()),
-            label: format!("{} (the PDO given)", flavor.product()),
+            label: format!("{}, the PDO given", flavor.product()),
         })
     }
 
@@ -344,34 +361,12 @@ impl PdoSession {
 impl Session for PdoSession {
     fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Value>, SqlError> {
         let pdo = self.pdo()?.shallow_clone();
-        let statement = if params.is_empty() {
-            self.call(&pdo, "query", vec![&sql])?
-        } else {
-            let statement = self.call(&pdo, "prepare", vec![&sql])?;
-            let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-            self.call(&statement, "execute", vec![&params])?;
-            statement
-        };
-        let row = self.call(&statement, "fetch", vec![&PDO_FETCH_NUM])?;
-        let Some(row) = row.array() else {
-            return Ok(Vec::new());
-        };
-        Ok(row
-            .values()
-            .map(|value| {
-                if let Some(i) = value.long() {
-                    Value::Int(i)
-                } else if let Some(b) = value.bool() {
-                    Value::Int(i64::from(b))
-                } else if let Some(s) = value.str() {
-                    Value::Text(s.to_owned())
-                } else if let Some(d) = value.double() {
-                    Value::Text(d.to_string())
-                } else {
-                    Value::Null
-                }
-            })
-            .collect())
+        // PDO cannot be called while an exception is pending (the
+        // request-shutdown sweep, cron_guard()'s way out of a throwing job).
+        if ExecutorGlobals::has_exception() {
+            return engine::with_exception_saved(|| self.query_silently(&pdo, sql, params));
+        }
+        self.query_silently(&pdo, sql, params)
     }
 
     fn in_transaction(&mut self) -> bool {
@@ -398,15 +393,132 @@ impl Session for PdoSession {
         }
     }
 
+    fn signal_handled(&mut self) -> bool {
+        INTERRUPTS_DISPATCHED.with(|seen| seen.replace(false))
+    }
+
     fn label(&self) -> String {
         self.label.clone()
     }
 }
 
 impl PdoSession {
+    /// One statement with PDO in silent error mode, read back through
+    /// errorInfo(): an exception thrown by a PDO call makes the engine drop
+    /// a signal handler that is due when the call returns (it cannot call
+    /// PHP code while an exception is pending), and PostgreSQL waits end in
+    /// an error (55P03) every slice. The user's error mode is put back.
+    fn query_silently(
+        &self,
+        pdo: &Zval,
+        sql: &str,
+        params: &[&str],
+    ) -> Result<Vec<Value>, SqlError> {
+        let user_mode = match &self.connection {
+            Connection::User(_) => {
+                let mode = self
+                    .call(pdo, "getAttribute", vec![&PDO_ATTR_ERRMODE])?
+                    .long()
+                    .unwrap_or(PDO_ERRMODE_EXCEPTION);
+                if mode != PDO_ERRMODE_SILENT {
+                    self.call(
+                        pdo,
+                        "setAttribute",
+                        vec![&PDO_ATTR_ERRMODE, &PDO_ERRMODE_SILENT],
+                    )?;
+                }
+                Some(mode)
+            }
+            Connection::Own(_) => None,
+        };
+        let result = self.run_statement(pdo, sql, params);
+        if let Some(mode) = user_mode.filter(|&mode| mode != PDO_ERRMODE_SILENT) {
+            let restored = if ExecutorGlobals::has_exception() {
+                engine::with_exception_saved(|| {
+                    self.call(pdo, "setAttribute", vec![&PDO_ATTR_ERRMODE, &mode])
+                })
+            } else {
+                self.call(pdo, "setAttribute", vec![&PDO_ATTR_ERRMODE, &mode])
+            };
+            restored?;
+        }
+        result
+    }
+
+    fn run_statement(
+        &self,
+        pdo: &Zval,
+        sql: &str,
+        params: &[&str],
+    ) -> Result<Vec<Value>, SqlError> {
+        let statement = if params.is_empty() {
+            self.call(pdo, "query", vec![&sql])?
+        } else {
+            self.call(pdo, "prepare", vec![&sql])?
+        };
+        if !statement.is_object() {
+            return Err(self.error_info(pdo));
+        }
+        if !params.is_empty() {
+            let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
+            let executed = self.call(&statement, "execute", vec![&params])?;
+            if executed.bool() != Some(true) {
+                return Err(self.error_info(&statement));
+            }
+        }
+        let row = self.call(&statement, "fetch", vec![&PDO_FETCH_NUM])?;
+        let Some(row) = row.array() else {
+            // false: no row, or an error
+            let error = self.error_info(&statement);
+            return if error.sqlstate == "00000" || error.sqlstate.is_empty() {
+                Ok(Vec::new())
+            } else {
+                Err(error)
+            };
+        };
+        Ok(row
+            .values()
+            .map(|value| {
+                if let Some(i) = value.long() {
+                    Value::Int(i)
+                } else if let Some(b) = value.bool() {
+                    Value::Int(i64::from(b))
+                } else if let Some(s) = value.str() {
+                    Value::Text(s.to_owned())
+                } else if let Some(d) = value.double() {
+                    Value::Text(d.to_string())
+                } else {
+                    Value::Null
+                }
+            })
+            .collect())
+    }
+
+    /// errorInfo() of a PDO or PDOStatement: [SQLSTATE, driver code, text].
+    fn error_info(&self, object: &Zval) -> SqlError {
+        let info = self.call(object, "errorInfo", vec![]).ok();
+        let info = info.as_ref().and_then(Zval::array);
+        let sqlstate = info
+            .and_then(|i| i.get_index(0))
+            .and_then(|s| s.str().map(str::to_owned))
+            .unwrap_or_default();
+        let code = info.and_then(|i| i.get_index(1)).and_then(Zval::long);
+        let text = info
+            .and_then(|i| i.get_index(2))
+            .and_then(|s| s.str().map(str::to_owned))
+            .unwrap_or_else(|| format!("SQLSTATE {sqlstate}"));
+        SqlError {
+            sqlstate,
+            code,
+            message: clean_message(&text, self.password()),
+            connecting: false,
+        }
+    }
+
     /// A method call on a PDO or PDOStatement. The engine reports an
-    /// exception the callee threw only through EG(exception): it is taken
-    /// here and turned into an [`SqlError`].
+    /// exception the callee threw only through EG(exception): a
+    /// PDOException is taken here and turned into an [`SqlError`]; any other
+    /// (thrown by a signal handler, or `exit()`) is left pending for PHP.
     fn call(
         &self,
         object: &Zval,
@@ -414,7 +526,16 @@ impl PdoSession {
         args: Vec<&dyn IntoZvalDyn>,
     ) -> Result<Zval, SqlError> {
         let result = object.try_call_method(method, args);
-        if let Some(exception) = ExecutorGlobals::take_exception() {
+        if let Some(exception) = ExecutorGlobals::get().exception() {
+            if !is_pdo_exception(exception) {
+                return Err(SqlError {
+                    sqlstate: "HY000".to_owned(),
+                    code: None,
+                    message: "interrupted by a PHP exception".to_owned(),
+                    connecting: false,
+                });
+            }
+            let exception = ExecutorGlobals::take_exception().expect("pending");
             return Err(self.error(&exception, false));
         }
         result.map_err(|err| SqlError {
@@ -424,6 +545,44 @@ impl PdoSession {
             connecting: false,
         })
     }
+}
+
+fn is_pdo_exception(exception: &ZendObject) -> bool {
+    ClassEntry::try_find("PDOException").is_some_and(|class| exception.instance_of(class))
+}
+
+thread_local! {
+    /// Set whenever the engine runs its interrupt function (pending signal
+    /// handlers, through pcntl) on this thread.
+    static INTERRUPTS_DISPATCHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+type InterruptFunction = unsafe extern "C" fn(*mut ext_php_rs::ffi::zend_execute_data);
+static PREVIOUS_INTERRUPT: std::sync::OnceLock<Option<InterruptFunction>> =
+    std::sync::OnceLock::new();
+
+unsafe extern "C" fn note_interrupt(execute_data: *mut ext_php_rs::ffi::zend_execute_data) {
+    INTERRUPTS_DISPATCHED.with(|seen| seen.set(true));
+    if let Some(Some(previous)) = PREVIOUS_INTERRUPT.get() {
+        // SAFETY: the function pcntl (or another extension) installed,
+        // called as the engine would have.
+        unsafe { previous(execute_data) };
+    }
+}
+
+/// Wraps the engine's interrupt function, once, at the first
+/// `new CronLock\Database` (after every extension's MINIT, so pcntl's is
+/// there to wrap).
+fn hook_interrupts() {
+    PREVIOUS_INTERRUPT.get_or_init(|| {
+        // SAFETY: a function pointer the engine reads at interrupts; swapped
+        // once, from the PHP thread, before any wait of ours.
+        unsafe {
+            let previous = ext_php_rs::ffi::zend_interrupt_function;
+            ext_php_rs::ffi::zend_interrupt_function = Some(note_interrupt);
+            previous
+        }
+    });
 }
 
 fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
@@ -439,9 +598,9 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
     for (attribute, value) in &own.pdo_options {
         let _ = options.insert_at_index(*attribute, value.shallow_clone());
     }
-    // Ours whatever the user passed: errors must be exceptions, and one
-    // round trip per statement.
-    let _ = options.insert_at_index(PDO_ATTR_ERRMODE, PDO_ERRMODE_EXCEPTION);
+    // Ours whatever the user passed: errors are read from errorInfo() (see
+    // query_silently), and one round trip per statement.
+    let _ = options.insert_at_index(PDO_ATTR_ERRMODE, PDO_ERRMODE_SILENT);
     if !own
         .pdo_options
         .iter()
@@ -453,13 +612,16 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
         .into_zval(false)
         .map_err(|err| fail(format!("cannot create a PDO: {err}")))?;
     let before = database::open_sockets();
-    let user = own.user.as_deref().map_or(Zval::null(), |u| {
-        u.into_zval(false).unwrap_or_default()
-    });
-    let password = own.password.as_deref().map_or(Zval::null(), |p| {
-        p.into_zval(false).unwrap_or_default()
-    });
-    let constructed = pdo.try_call_method("__construct", vec![&own.dsn, &user, &password, &options]);
+    let user = own
+        .user
+        .as_deref()
+        .map_or(Zval::null(), |u| u.into_zval(false).unwrap_or_default());
+    let password = own
+        .password
+        .as_deref()
+        .map_or(Zval::null(), |p| p.into_zval(false).unwrap_or_default());
+    let constructed =
+        pdo.try_call_method("__construct", vec![&own.dsn, &user, &password, &options]);
     if let Some(exception) = ExecutorGlobals::take_exception() {
         return Err(sql_error(&exception, true, own.password.as_deref()));
     }
@@ -539,22 +701,27 @@ fn sql_error(exception: &ZendObject, connecting: bool, password: Option<&str>) -
             text.get_or_insert_with(|| rest.to_owned());
         }
     }
+    SqlError {
+        sqlstate: sqlstate.unwrap_or_else(|| "HY000".to_owned()),
+        code,
+        message: clean_message(&text.unwrap_or(message), password),
+        connecting,
+    }
+}
+
+/// The server's words: without libpq's "ERROR:  " prefixes and trailing
+/// newlines, and the password (if any) blotted out.
+fn clean_message(text: &str, password: Option<&str>) -> String {
     let mut text = text
-        .unwrap_or(message)
         .replace("ERROR:  ", "")
         .replace("FATAL:  ", "")
         .trim()
-        .to_owned();
+        .replace('\n', " ");
     if let Some(password) = password.filter(|p| p.len() >= 3) {
         text = text.replace(password, "***");
     }
     if text.is_empty() {
         text = "unknown error".to_owned();
     }
-    SqlError {
-        sqlstate: sqlstate.unwrap_or_else(|| "HY000".to_owned()),
-        code,
-        message: text,
-        connecting,
-    }
+    text
 }

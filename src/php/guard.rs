@@ -1,5 +1,6 @@
 //! `cron_guard()` and the `CronLock\Guard` it hands to the job.
 
+use super::database::Database;
 use super::engine;
 use super::file::File;
 use super::ini;
@@ -285,6 +286,8 @@ fn busy_message(lock: &Zval) -> String {
                 .last_holder()
                 .map(|(pid, host)| format!("pid {pid} on {host}")),
         )
+    } else if let Some(db) = object.and_then(ZendClassObject::<Database>::from_zend_obj) {
+        (db.describe(), db.holder_for_message())
     } else {
         let class = object.and_then(|o| o.get_class_name().ok());
         (class.unwrap_or_default(), None)
