@@ -95,7 +95,8 @@ fn set_arg(function: *mut zend_function, index: isize, type_: zend_type, default
     // ext-php-rs leaks these tables for the life of the process.
     let info: &mut zend_internal_arg_info = unsafe { &mut *internal.arg_info.offset(index) };
     info.type_ = type_;
-    if index >= 0 {
+    // An empty default keeps a required argument required.
+    if index >= 0 && !default.is_empty() {
         info.default_value = default.as_ptr();
     }
 }
