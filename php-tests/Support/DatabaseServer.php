@@ -245,7 +245,7 @@ final class DatabaseServer
     private function spawn(): void
     {
         if ($this->kind === 'mysql') {
-            $cmd = ['mariadbd', '--no-defaults', '--user=' . self::me(), '--datadir=' . $this->dir . '/data',
+            $cmd = [self::which('mariadbd') ?? 'mariadbd', '--no-defaults', '--user=' . self::me(), '--datadir=' . $this->dir . '/data',
                 '--socket=' . $this->dir . '/run/mysqld.sock', '--port=' . $this->port, '--bind-address=127.0.0.1',
                 '--skip-name-resolve', '--pid-file=' . $this->dir . '/run/mysqld.pid', '--log-error=' . $this->dir . '/error.log',
                 '--innodb-buffer-pool-size=16M', '--skip-log-bin', '--max-connections=200', '--innodb-log-file-size=8M',
