@@ -96,8 +96,8 @@ function database_rows(string $kind): array
         "$kind.floor" => function () use ($kind): Closure {
             $pdo = db_pdo($kind);
             return function () use ($pdo): void {
-                $pdo->query('SELECT 1')->fetchColumn();
-                $pdo->query('SELECT 1')->fetchColumn();
+                $pdo->exec('SELECT 1');
+                $pdo->exec('SELECT 1');
             };
         },
         "$kind.pdo" => function () use ($kind, $lock, $unlock): Closure {

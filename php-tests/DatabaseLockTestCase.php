@@ -339,6 +339,59 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertTrue($holder->release());
     }
 
+    /** @return iterable<string, array{string}> */
+    public static function jobEndings(): iterable
+    {
+        yield 'the job throws' => ['throw new \\RuntimeException("job failed");'];
+        yield 'the job calls exit()' => ['exit(7);'];
+        yield 'the job dies of a fatal error' => ['trigger_error("fatal", E_USER_ERROR);'];
+    }
+
+    /**
+     * cron_guard() releases on the user's PDO with the job's exception (or
+     * exit) pending, when PDO refuses to be called unless it is set aside.
+     *
+     * @dataProvider jobEndings
+     */
+    public function testCronGuardReleasesOnTheUsersPdoWhateverWayTheJobEnds(string $ending): void
+    {
+        $name = self::name('guard');
+        $code = '$pdo = ' . self::pdoCode() . '; $lock = new \CronLock\Database($pdo, ' . var_export($name, true) . ");\n"
+            . 'register_shutdown_function(function () use ($pdo, $lock) { printf("SHUTDOWN held=%s server=%s\n", var_export($lock->isHeld(), true), var_export($lock->holder(), true)); });' . "\n"
+            . 'cron_guard(function () { echo "JOB\n"; ' . $ending . ' }, $lock);';
+        $p = Proc::run($code);
+        self::assertStringContainsString('JOB', $p->stdout(), $p->stderr());
+        self::assertStringContainsString('SHUTDOWN held=false server=NULL', $p->stdout(), 'released before shutdown functions: ' . $p->stderr());
+    }
+
+    public function testATimedOutWaitInsideTheUsersTransactionLeavesTheTransactionUsable(): void
+    {
+        $name = self::name('tx');
+        $holder = self::dsnLock($name);
+        self::assertTrue($holder->acquire(0));
+        $other = Proc::run('$l = ' . self::dsnLockCode($name) . '; echo "unused";');
+        self::assertSame(0, $other->exitCode());
+        // the waiter is another process: this thread's registry would refuse the wait
+        $code = '$pdo = ' . self::pdoCode() . ";\n" . <<<PHP
+            \$pdo->beginTransaction();
+            \$pdo->query('SELECT 1');
+            \$lock = new \\CronLock\\Database(\$pdo, {$this->export($name)});
+            printf("GOT=%s\n", var_export(\$lock->acquire(0.35), true));
+            printf("TX=%s\n", var_export(\$pdo->inTransaction(), true));
+            printf("SELECT=%s\n", \$pdo->query('SELECT 2')->fetchColumn());
+            printf("COMMIT=%s\n", var_export(\$pdo->commit(), true));
+            printf("ERRMODE=%d\n", \$pdo->getAttribute(\PDO::ATTR_ERRMODE));
+            PHP;
+        $p = Proc::run($code);
+        self::assertSame("GOT=false\nTX=true\nSELECT=2\nCOMMIT=true\nERRMODE=" . \PDO::ERRMODE_EXCEPTION, trim($p->stdout()), $p->stderr());
+        self::assertTrue($holder->release());
+    }
+
+    private function export(string $value): string
+    {
+        return var_export($value, true);
+    }
+
     public function testMessagesNeverContainThePassword(): void
     {
         $lock = new Database(self::$server->dsn(), self::name('pw'), ['user' => 'cron', 'password' => 'Wrong-' . self::$server->password()]);
@@ -380,6 +433,12 @@ abstract class DatabaseLockTestCase extends TestCase
             self::fail('unknown option');
         } catch (\ValueError $e) {
             self::assertStringContainsString('pasword', $e->getMessage());
+        }
+        try {
+            new Database(self::$server->dsn(), 'x', ['pdo_options' => [\PDO::ATTR_PERSISTENT => true]]);
+            self::fail('a persistent own connection would outlive the lock');
+        } catch (\ValueError $e) {
+            self::assertStringContainsString('PDO::ATTR_PERSISTENT', $e->getMessage());
         }
         $lock = self::dsnLock('x');
         try {

@@ -224,9 +224,10 @@ namespace CronLock {
          * @param array{user?: string|null, password?: string|null, pdo_options?: array<int, mixed>} $options
          *        with a DSN only: 'user' and 'password' for the login (never put into a
          *        message); 'pdo_options': PDO driver options for the connection (TLS:
-         *        PDO::MYSQL_ATTR_SSL_CA, ...; PDO::ATTR_TIMEOUT for the connect timeout).
+         *        PDO::MYSQL_ATTR_SSL_CA, ...; PDO::ATTR_TIMEOUT for the connect timeout;
+         *        not PDO::ATTR_PERSISTENT, which would let the lock outlive its object).
          * @throws \ValueError for an empty name, a NUL byte, a malformed DSN, an unknown
-         *         option, or 'user'/'password'/'pdo_options' with a PDO.
+         *         option, a persistent 'pdo_options', or 'user'/'password'/'pdo_options' with a PDO.
          * @throws \TypeError for a $connection that is neither a PDO nor a string.
          * @throws LockException for a PDO driver other than mysql and pgsql.
          * @throws \Error when called on an object that is constructed already.

@@ -27,6 +27,7 @@ const PDO_ERRMODE_SILENT: i64 = 0;
 const PDO_ERRMODE_EXCEPTION: i64 = 2;
 const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
 const PDO_ATTR_DRIVER_NAME: i64 = 16;
+const PDO_ATTR_PERSISTENT: i64 = 12;
 const PDO_FETCH_NUM: i64 = 3;
 
 #[php_class]
@@ -306,6 +307,16 @@ impl PdoSession {
                         )
                         .into());
                     };
+                    if attribute == PDO_ATTR_PERSISTENT && value.bool() != Some(false) {
+                        // A persistent connection outlives the object and is
+                        // shared with other PDOs of the process: the lock
+                        // would too.
+                        return Err(Error::value(
+                            options.arg_name("pdo_options"),
+                            "must not make the lock's own connection persistent (PDO::ATTR_PERSISTENT)",
+                        )
+                        .into());
+                    }
                     list.push((attribute, value.shallow_clone()));
                 }
                 list
@@ -451,20 +462,16 @@ impl PdoSession {
         sql: &str,
         params: &[&str],
     ) -> Result<Vec<Value>, SqlError> {
-        let statement = if params.is_empty() {
-            self.call(pdo, "query", vec![&sql])?
-        } else {
-            self.call(pdo, "prepare", vec![&sql])?
-        };
+        // Emulated: one round trip (a native prepare costs one more, on
+        // every statement, with a PDO whose driver defaults to it).
+        let statement = self.call(pdo, "prepare", vec![&sql, &emulated_prepare()])?;
         if !statement.is_object() {
             return Err(self.error_info(pdo));
         }
-        if !params.is_empty() {
-            let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-            let executed = self.call(&statement, "execute", vec![&params])?;
-            if executed.bool() != Some(true) {
-                return Err(self.error_info(&statement));
-            }
+        let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
+        let executed = self.call(&statement, "execute", vec![&params])?;
+        if executed.bool() != Some(true) {
+            return Err(self.error_info(&statement));
         }
         let row = self.call(&statement, "fetch", vec![&PDO_FETCH_NUM])?;
         let Some(row) = row.array() else {
@@ -545,6 +552,12 @@ impl PdoSession {
             connecting: false,
         })
     }
+}
+
+fn emulated_prepare() -> Zval {
+    let mut options = ZendHashTable::new();
+    let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, true);
+    options.into_zval(false).unwrap_or_default()
 }
 
 fn is_pdo_exception(exception: &ZendObject) -> bool {
