@@ -95,10 +95,17 @@ function database_rows(string $kind): array
     return [
         "$kind.floor" => function () use ($kind): Closure {
             $pdo = db_pdo($kind);
-            return function () use ($pdo): void {
-                $pdo->exec('SELECT 1');
-                $pdo->exec('SELECT 1');
-            };
+            // One round trip each: pdo_mysql emulates prepares, pdo_pgsql's
+            // exec() is a plain PQexec (its query() would prepare first).
+            return $kind === 'mysql'
+                ? function () use ($pdo): void {
+                    $pdo->query('SELECT 1')->fetchColumn();
+                    $pdo->query('SELECT 1')->fetchColumn();
+                }
+                : function () use ($pdo): void {
+                    $pdo->exec('SELECT 1');
+                    $pdo->exec('SELECT 1');
+                };
         },
         "$kind.pdo" => function () use ($kind, $lock, $unlock): Closure {
             $pdo = db_pdo($kind);

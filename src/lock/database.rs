@@ -185,10 +185,7 @@ impl SqlError {
             // 2006 gone away, 2013 lost during query, 2055 lost at reading,
             // 1927 connection killed (MariaDB), 1053 server shutdown,
             // 4031 disconnected for inactivity (MySQL 8).
-            Flavor::MySql => matches!(
-                self.code,
-                Some(2006 | 2013 | 2055 | 1927 | 1053 | 4031 | 2014)
-            ),
+            Flavor::MySql => matches!(self.code, Some(2006 | 2013 | 2055 | 1927 | 1053 | 4031)),
             Flavor::Postgres => {
                 self.sqlstate.starts_with("08")
                     || matches!(self.sqlstate.as_str(), "57P01" | "57P02" | "57P03")
