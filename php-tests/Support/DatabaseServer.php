@@ -369,6 +369,11 @@ final class DatabaseServer
     private static function makeTempDir(string $kind): string
     {
         $base = getenv('CRONLOCK_TEST_TMP') ?: sys_get_temp_dir();
+        // As root, postgres runs as the user 'postgres', who must be able to
+        // reach its directory through a private (0700) scratch dir.
+        if ($kind === 'pgsql' && posix_geteuid() === 0 && (fileperms($base) & 0o001) === 0) {
+            chmod($base, (fileperms($base) & 0o7777) | 0o011);
+        }
         $dir = $base . '/cronlock-' . $kind . '-' . getmypid() . '-' . bin2hex(random_bytes(4));
         mkdir($dir, 0755, true);
         chmod($dir, 0755);
