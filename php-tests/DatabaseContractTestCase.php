@@ -99,6 +99,9 @@ abstract class DatabaseContractTestCase extends LockContractTestCase
             }
             self::assertLessThan(2.0, microtime(true) - $t0, 'thrown at once, without waiting');
         }
+        $log = $this->logToFile($this->makeTempDir('busy'));
+        self::assertNull(cron_guard(fn () => 'ran', $second));
+        self::assertStringEndsWith('is held by this process (pid ' . getmypid() . ') through another lock object; skipping this run', self::logLines($log)[0] ?? '');
         self::assertTrue($first->release());
         self::assertTrue($second->acquire(1.0));
         self::assertTrue($second->release());

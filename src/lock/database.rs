@@ -382,6 +382,14 @@ impl DatabaseLock {
         }
     }
 
+    /// Whether another object of this thread holds the same lock (as far
+    /// as this object has talked to the server), for the busy line.
+    pub fn held_by_another_object(&self) -> bool {
+        self.info
+            .as_ref()
+            .is_some_and(|info| held_elsewhere(&info.server, &self.target, self.object))
+    }
+
     /// What this object believes: acquired in this process, not released,
     /// not found lost. No round trip.
     pub fn is_held(&self) -> bool {

@@ -153,6 +153,12 @@ impl Database {
 
     /// For the busy line of cron_guard(): who holds it, if the server says.
     pub fn holder_for_message(&self) -> Option<String> {
+        if self.lock.held_by_another_object() {
+            return Some(format!(
+                "this process (pid {}) through another lock object",
+                database::current_pid()
+            ));
+        }
         let mut session = self.session.try_borrow_mut().ok()?;
         engine::with_exception_saved(|| {
             self.lock
