@@ -195,6 +195,28 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertTrue($lock->release());
     }
 
+    public function testAProgramTheHolderStartedDoesNotKeepTheUsersSessionAfterTheHolderIsKilled(): void
+    {
+        $name = self::name('exec');
+        $code = '$pdo = ' . self::pdoCode() . '; $lock = new \CronLock\Database($pdo, ' . var_export($name, true) . ");\n" . <<<'PHP'
+            if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
+            $sp = proc_open(['sleep', '30'], [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pp);
+            echo "SLEEP ", proc_get_status($sp)['pid'], "\n";
+            while (true) { usleep(100000); }
+            PHP;
+        $holder = Proc::start($code);
+        $sleep = (int) substr($holder->waitForLine('SLEEP', 15.0, 'stdout'), 6);
+        try {
+            self::assertFalse(self::dsnLock($name)->acquire(0), 'precondition: held');
+            self::assertSame(137, $holder->kill());
+            self::assertTrue(self::processAlive($sleep), "precondition: the holder's child outlives it");
+            $probe = self::dsnLock($name);
+            self::waitUntil(fn () => $probe->acquire(0), 'the session ends with the holder, whatever it started', 5.0);
+        } finally {
+            self::killPid($sleep);
+        }
+    }
+
     public function testServerRestartWhileHeld(): void
     {
         $name = self::name('restart');
