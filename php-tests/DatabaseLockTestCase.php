@@ -470,6 +470,8 @@ abstract class DatabaseLockTestCase extends TestCase
             self::assertSame('Cannot call CronLock\Database::__construct() twice', $e->getMessage());
             self::assertSame('x', $lock->name());
         }
+        $unserialize = Proc::run('try { unserialize(\'O:17:"CronLock\\\\Database":0:{}\'); } catch (\Throwable $e) { echo get_class($e), ": ", $e->getMessage(); }');
+        self::assertSame('CronLock\LockException: a CronLock\Database cannot be serialized: a lock belongs to the process that holds it', $unserialize->stdout(), $unserialize->stderr());
         $this->expectException(LockException::class);
         serialize($lock);
     }

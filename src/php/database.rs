@@ -49,12 +49,11 @@ impl Database {
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Self> {
         refuse_second_construct()?;
-        allow_serialize_hooks();
         hook_interrupts();
         let options = Options::new("$options", options, &["user", "password", "pdo_options"])?;
         let session = if let Some(dsn) = connection.str() {
             PdoSession::own(dsn, &options)?
-        } else if let Some(pdo) = connection.object().filter(|o| is_pdo(o)) {
+        } else if connection.object().is_some_and(is_pdo) {
             for key in ["user", "password", "pdo_options"] {
                 if options.has(key) {
                     return Err(Error::value(
@@ -64,7 +63,6 @@ impl Database {
                     .into());
                 }
             }
-            let _ = pdo;
             PdoSession::user(connection)?
         } else {
             return Err(Error::type_(
@@ -218,17 +216,40 @@ fn not_serializable() -> PhpException {
 
 /// ext-php-rs marks the class "not serializable", so PHP would throw a
 /// plain `\Exception`; with the flag off PHP calls `__serialize()` /
-/// `__unserialize()`, which throw LockException.
-fn allow_serialize_hooks() {
+/// `__unserialize()`, which throw LockException. Called at RINIT (the class
+/// is registered at the end of MINIT), before any script runs.
+pub fn allow_serialize_hooks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let class = std::ptr::from_ref(Database::get_metadata().ce()).cast_mut();
+        let name = "__unserialize";
         // SAFETY: our own registered class entry, changed once, before any
-        // object of it exists.
+        // script of this process has run; the method found is an internal
+        // function of ours, whose handler is swapped for one that needs no
+        // initialized `$this` (unserialize() calls it on an object no
+        // constructor has run on, which ext-php-rs' generated handler refuses
+        // with a plain \Exception).
         unsafe {
             (*class).ce_flags &= !ClassFlags::NotSerializable.bits();
+            let method: *mut ext_php_rs::ffi::zend_function =
+                ext_php_rs::ffi::zend_hash_str_find_ptr_lc(
+                    &raw const (*class).function_table,
+                    name.as_ptr().cast(),
+                    name.len(),
+                )
+                .cast();
+            if !method.is_null() {
+                (*method).internal_function.handler = Some(refuse_unserialize);
+            }
         }
     });
+}
+
+unsafe extern "C" fn refuse_unserialize(
+    _execute_data: *mut ext_php_rs::ffi::zend_execute_data,
+    _return_value: *mut ext_php_rs::ffi::zval,
+) {
+    let _ = not_serializable().throw();
 }
 
 /// The connection of a lock: the user's PDO, or one of its own.

@@ -81,5 +81,6 @@ pub fn release_native(object: &mut ZendObject) -> bool {
 /// RINIT.
 pub extern "C" fn request_startup(_type: i32, _module_number: i32) -> i32 {
     arginfo::fix_signatures();
+    database::allow_serialize_hooks();
     0
 }
