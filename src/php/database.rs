@@ -249,7 +249,7 @@ unsafe extern "C" fn refuse_unserialize(
     _execute_data: *mut ext_php_rs::ffi::zend_execute_data,
     _return_value: *mut ext_php_rs::ffi::zval,
 ) {
-    let _ = not_serializable().throw();
+    not_serializable().throw();
 }
 
 /// The connection of a lock: the user's PDO, or one of its own.
