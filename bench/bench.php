@@ -8,6 +8,9 @@
  *
  * Environment: BENCH_EXT4_DIR, BENCH_TMPFS_DIR (lock file directories),
  * BENCH_REDIS_PORT (a redis-server on 127.0.0.1 started by bench/run),
+ * BENCH_MYSQL_DSN, BENCH_PGSQL_DSN, BENCH_DB_USER, BENCH_DB_PASSWORD (MariaDB
+ * and PostgreSQL servers on 127.0.0.1 started by bench/run through
+ * bench/dbservers.php),
  * BENCH_ROUND (copied into the output, for per-round ratios).
  *
  * Prints one JSON line. A row that cannot run here prints {"na": "why"}.
@@ -68,6 +71,73 @@ function redis_dsn(): string
     return 'redis://127.0.0.1:' . env('BENCH_REDIS_PORT');
 }
 
+function db_pdo(string $kind): PDO
+{
+    $driver = $kind === 'mysql' ? 'pdo_mysql' : 'pdo_pgsql';
+    if (!extension_loaded($driver)) {
+        throw new NotAvailable("$driver not loaded");
+    }
+    return new PDO(db_dsn($kind), env('BENCH_DB_USER'), env('BENCH_DB_PASSWORD'), [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
+}
+
+function db_dsn(string $kind): string
+{
+    return env($kind === 'mysql' ? 'BENCH_MYSQL_DSN' : 'BENCH_PGSQL_DSN');
+}
+
+/** @return array<string, Closure(): Closure> the rows of one database kind */
+function database_rows(string $kind): array
+{
+    [$lock, $unlock] = $kind === 'mysql'
+        ? ['SELECT GET_LOCK(?, 0)', 'SELECT RELEASE_LOCK(?)']
+        : ["SELECT pg_try_advisory_lock(('x' || left(md5(?), 16))::bit(64)::bigint)",
+           "SELECT pg_advisory_unlock(('x' || left(md5(?), 16))::bit(64)::bigint)"];
+    return [
+        "$kind.floor" => function () use ($kind): Closure {
+            $pdo = db_pdo($kind);
+            // One round trip each: pdo_mysql emulates prepares, pdo_pgsql's
+            // exec() is a plain PQexec (its query() would prepare first).
+            return $kind === 'mysql'
+                ? function () use ($pdo): void {
+                    $pdo->query('SELECT 1')->fetchColumn();
+                    $pdo->query('SELECT 1')->fetchColumn();
+                }
+                : function () use ($pdo): void {
+                    $pdo->exec('SELECT 1');
+                    $pdo->exec('SELECT 1');
+                };
+        },
+        "$kind.pdo" => function () use ($kind, $lock, $unlock): Closure {
+            $pdo = db_pdo($kind);
+            $take = $pdo->prepare($lock);
+            $give = $pdo->prepare($unlock);
+            return function () use ($take, $give, $kind): void {
+                $take->execute(["bench:$kind-pdo"]);
+                $take->fetchColumn();
+                $give->execute(["bench:$kind-pdo"]);
+                $give->fetchColumn();
+            };
+        },
+        "$kind.cronlock" => function () use ($kind): Closure {
+            need_cronlock('CronLock\Database');
+            db_pdo($kind);
+            $lock = new CronLock\Database(db_dsn($kind), "bench:$kind-cronlock", ['user' => env('BENCH_DB_USER'), 'password' => env('BENCH_DB_PASSWORD')]);
+            return function () use ($lock): void {
+                $lock->acquire(0);
+                $lock->release();
+            };
+        },
+        "$kind.cronlock.pdo" => function () use ($kind): Closure {
+            need_cronlock('CronLock\Database');
+            $lock = new CronLock\Database(db_pdo($kind), "bench:$kind-cronlock-pdo");
+            return function () use ($lock): void {
+                $lock->acquire(0);
+                $lock->release();
+            };
+        },
+    ];
+}
+
 function token(): string
 {
     return bin2hex(random_bytes(16));
@@ -81,7 +151,7 @@ function token(): string
 /** @return array<string, callable(): Closure> */
 function cycle_rows(): array
 {
-    return [
+    return database_rows('mysql') + database_rows('pgsql') + [
         // File group ---------------------------------------------------------
         'file.floor' => function (): Closure {
             $h = fopen(ext4_file('floor'), 'c');

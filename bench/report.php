@@ -111,6 +111,18 @@ $groups = [
         'redis.symfony' => 'symfony/lock RedisStore (phpredis; acquire + release)',
         'redis.cronlock' => 'cronlock: `CronLock\\Redis` acquire + fencingToken() + release',
     ],
+    'MariaDB' => [
+        'mysql.floor' => 'floor: two `SELECT 1` round trips, PDO `query()`',
+        'mysql.pdo' => 'PDO by hand: prepared `GET_LOCK(?, 0)` + `RELEASE_LOCK(?)`',
+        'mysql.cronlock' => 'cronlock: one `CronLock\\Database` (DSN, own connection) acquire + release',
+        'mysql.cronlock.pdo' => 'cronlock: one `CronLock\\Database` on the PDO given, acquire + release',
+    ],
+    'PostgreSQL' => [
+        'pgsql.floor' => 'floor: two `SELECT 1` round trips, PDO `exec()`',
+        'pgsql.pdo' => 'PDO by hand: prepared `pg_try_advisory_lock` + `pg_advisory_unlock`',
+        'pgsql.cronlock' => 'cronlock: one `CronLock\\Database` (DSN, own connection) acquire + release',
+        'pgsql.cronlock.pdo' => 'cronlock: one `CronLock\\Database` on the PDO given, acquire + release',
+    ],
 ];
 echo "### Lock cycle: one acquire + release\n\n";
 echo "µs per cycle: median of the rounds. × floor: median of the per-round ratios to the group's floor.\n";

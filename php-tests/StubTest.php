@@ -43,7 +43,7 @@ final class StubTest extends TestCase
     public function testStubDocumentsEveryDeclarationAndIniSetting(): void
     {
         $source = (string) file_get_contents(self::STUB);
-        foreach (['interface Lock', 'class File', 'class Redis', 'class Guard', 'class LockException', 'class ConnectionException', 'function cron_guard'] as $declaration) {
+        foreach (['interface Lock', 'class File', 'class Redis', 'class Database', 'class Guard', 'class LockException', 'class ConnectionException', 'function cron_guard'] as $declaration) {
             self::assertMatchesRegularExpression('~\*/\s*(final\s+)?' . preg_quote($declaration, '~') . '\b~', $source, "$declaration has a docblock");
         }
         foreach (ini_get_all('cronlock') as $setting => $_) {

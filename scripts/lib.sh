@@ -42,6 +42,11 @@ ensure_deps() {
         "redis-cli:redis-tools"
         "openssl:openssl"
         "flock:util-linux"
+        # CronLock\Database tests: private servers and the plain clients
+        "mariadb-install-db:mariadb-server"
+        "mysql:mariadb-client"
+        "psql:postgresql-client"
+        "setpriv:util-linux"
     )
     for pair in "${need[@]}"; do
         cmd="${pair%%:*}" pkg="${pair#*:}"
@@ -49,10 +54,14 @@ ensure_deps() {
     done
     # a library (bindgen needs libclang): no command to look for, ask dpkg
     pkg_installed libclang-dev || missing+=(libclang-dev)
+    # PostgreSQL's server binaries are not on PATH (/usr/lib/postgresql/N/bin)
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
     # pcntl (built into Debian's php-cli) and posix (php-common)
     if command -v php >/dev/null 2>&1; then
         php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \
             || missing+=("php$PHP_VER-cli" "php$PHP_VER-common")
+        php -r 'exit(extension_loaded("pdo_mysql") ? 0 : 1);' || missing+=("php$PHP_VER-mysql")
+        php -r 'exit(extension_loaded("pdo_pgsql") ? 0 : 1);' || missing+=("php$PHP_VER-pgsql")
     fi
 
     if ((${#missing[@]})); then

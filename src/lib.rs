@@ -17,6 +17,7 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .interface::<php::lock_interface::PhpInterfaceLock>()
         .class::<php::file::File>()
         .class::<php::redis::Redis>()
+        .class::<php::database::Database>()
         .class::<php::guard::Guard>()
         .function(php::guard::cron_guard_function())
         .request_startup_function(php::request_startup)

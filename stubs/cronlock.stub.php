@@ -285,6 +285,115 @@ namespace CronLock {
         public function __unserialize(array $data): void {}
     }
 
+    /**
+     * A named lock on the MySQL, MariaDB or PostgreSQL server a shop already runs:
+     * MySQL/MariaDB `GET_LOCK()`, PostgreSQL session-level advisory locks. The lock
+     * belongs to one connection (session); the server frees it when that session
+     * ends, so a killed or crashed holder never blocks the next run. Hosts exclude
+     * each other when they connect to the same server (PostgreSQL: the same database).
+     * Needs MySQL 5.7+, MariaDB 10.0.2+ or PostgreSQL 9.1+, and PHP's pdo_mysql / pdo_pgsql.
+     *
+     * Name mapping (reproducible by a DBA; names are compared byte for byte):
+     * - MySQL/MariaDB: a name of 1 to 64 bytes of printable ASCII without upper-case
+     *   letters that does not start with `cronlock:` is the GET_LOCK name as is
+     *   (`SELECT GET_LOCK('nightly-report', 0)`); any other name becomes
+     *   `CONCAT('cronlock:', SHA1(name))`.
+     * - PostgreSQL: the bigint key `('x' || left(md5(name), 16))::bit(64)::bigint`
+     *   (`SELECT pg_try_advisory_lock(('x' || left(md5('nightly-report'), 16))::bit(64)::bigint)`).
+     *
+     * Two CronLock\Database objects of one thread on the same server and name never
+     * wait on each other: while one holds it, the other's acquire(0) is false and a
+     * waiting acquire() throws LockException. Locks cannot be serialized (LockException).
+     *
+     * Fork: a DSN lock's own connection is detached in a pcntl_fork() child (the child
+     * can neither release nor end the parent's session; its objects open connections of
+     * their own) and is close-on-exec (so is the PDO given, over TCP: a program the job
+     * starts never keeps the session alive). With the PDO given, release() and destruction of
+     * the lock in the child send nothing, but the child's copy of that PDO closes the
+     * shared connection when the child ends normally: give a cron job a DSN.
+     */
+    final class Database implements Lock
+    {
+        /**
+         * Nothing is sent to the server here: a DSN lock connects at its first acquire().
+         *
+         * @param \PDO|string $connection a PDO (drivers mysql, pgsql) on which the lock
+         *        lives, or a PDO DSN ('mysql:host=db;dbname=app', 'pgsql:host=db;dbname=app')
+         *        for a connection of the lock's own, opened at the first acquire(), kept for
+         *        the object's lifetime, and opened anew by the next acquire() after it was lost.
+         * @param string $name any non-empty string without NUL bytes (see the mapping above).
+         * @param array{user?: string|null, password?: string|null, pdo_options?: array<int, mixed>} $options
+         *        with a DSN only: 'user' and 'password' for the login (never put into a
+         *        message); 'pdo_options': PDO driver options for the connection (TLS:
+         *        PDO::MYSQL_ATTR_SSL_CA, ...; PDO::ATTR_TIMEOUT for the connect timeout;
+         *        not PDO::ATTR_PERSISTENT, which would let the lock outlive its object).
+         * @throws \ValueError for an empty name, a NUL byte, a malformed DSN, an unknown
+         *         option, a persistent 'pdo_options', or 'user'/'password'/'pdo_options' with a PDO.
+         * @throws \TypeError for a $connection that is neither a PDO nor a string.
+         * @throws LockException for a PDO driver other than mysql and pgsql.
+         * @throws \Error when called on an object that is constructed already.
+         */
+        public function __construct(\PDO|string $connection, string $name, array $options = []) {}
+
+        /**
+         * Take the lock, waiting on the server's own blocking wait (GET_LOCK with a timeout;
+         * pg_advisory_lock under lock_timeout) in slices of at most 100 ms, so a pending PHP
+         * signal handler runs within about 100 ms and ends the wait (false). On a lock this
+         * object holds it asks the server whether this session still holds it: false (and
+         * not held any more) when the session was lost; it never takes a new hold in that call.
+         *
+         * @param float $timeout 0: try once; > 0: wait up to that many seconds; < 0: wait until acquired.
+         * @return bool true: held now; false: held by another session (or the wait was cut short).
+         * @throws ConnectionException when the server cannot be reached, refuses the login,
+         *         or the connection is lost while trying.
+         * @throws LockException when another CronLock\Database object of this thread holds
+         *         it and $timeout != 0, or the server refuses (deadlock, permissions).
+         */
+        public function acquire(float $timeout = 0.0): bool {}
+
+        /**
+         * Asks the server whether this session still holds the lock (MySQL
+         * `IS_USED_LOCK(name) = CONNECTION_ID()`, PostgreSQL `pg_locks` of this backend).
+         *
+         * @param float|null $ttl ignored: the lock lives as long as the session.
+         * @return bool false when it is not held (never acquired, released, or the session was
+         *         killed or the server restarted: then isHeld() turns false too).
+         * @throws LockException|ConnectionException for a failure that says nothing about the session.
+         */
+        public function renew(?float $ttl = null): bool {}
+
+        /**
+         * @return bool true: we held it and released it; false: not held (never acquired,
+         *         released already, lost with its session, or in a fork child, which sends nothing).
+         * @throws LockException|ConnectionException when the server refuses; the lock is not
+         *         held afterwards (a connection of the lock's own is closed, which frees it).
+         */
+        public function release(): bool {}
+
+        /** What this object believes, without a round trip (renew() asks the server). */
+        public function isHeld(): bool {}
+
+        /** The $name given to the constructor. */
+        public function name(): string {}
+
+        /**
+         * Who holds the lock now, as the server tells: "MySQL connection 17 from
+         * cron@10.0.0.5:51234" (host and user only with the PROCESS privilege for other
+         * users' sessions), "PostgreSQL backend pid 4242 (cronlock pid 99 on web1) from
+         * 10.0.0.5" (cronlock's own connections set application_name when the DSN sets none).
+         *
+         * @return string|null null when the lock is free.
+         * @throws LockException|ConnectionException when the server cannot be asked.
+         */
+        public function holder(): ?string {}
+
+        /** @throws LockException always: a lock belongs to the process that holds it. */
+        public function __serialize(): array {}
+
+        /** @throws LockException always: a lock belongs to the process that holds it. */
+        public function __unserialize(array $data): void {}
+    }
+
     /** Base of every exception cronlock throws on its own account. */
     class LockException extends \RuntimeException {}
 

@@ -1,6 +1,7 @@
 //! The lock logic, in plain Rust: no PHP types here, so `cargo test`
 //! exercises all of it without a PHP runtime.
 
+pub mod database;
 pub mod dirs;
 pub mod file;
 pub mod redis;

@@ -36,6 +36,9 @@ pub fn fix_signatures() {
         set_arg(cron_guard, 2, array, c"[]");
         set_arg(method("CronLock\\File", "__construct"), 1, array, c"[]");
         set_arg(method("CronLock\\Redis", "__construct"), 3, array, c"[]");
+        let database = method("CronLock\\Database", "__construct");
+        set_arg(database, 0, class_type("PDO", MAY_BE_STRING), c"");
+        set_arg(database, 2, array, c"[]");
         set_arg(
             method("CronLock\\Guard", "lock"),
             -1,
@@ -92,7 +95,8 @@ fn set_arg(function: *mut zend_function, index: isize, type_: zend_type, default
     // ext-php-rs leaks these tables for the life of the process.
     let info: &mut zend_internal_arg_info = unsafe { &mut *internal.arg_info.offset(index) };
     info.type_ = type_;
-    if index >= 0 {
+    // An empty default keeps a required argument required.
+    if index >= 0 && !default.is_empty() {
         info.default_value = default.as_ptr();
     }
 }

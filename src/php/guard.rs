@@ -1,5 +1,6 @@
 //! `cron_guard()` and the `CronLock\Guard` it hands to the job.
 
+use super::database::Database;
 use super::engine;
 use super::file::File;
 use super::ini;
@@ -202,6 +203,19 @@ fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
             } else {
                 None
             })
+        });
+    }
+    let object = lock.object_mut();
+    if let Some(db) = object.and_then(ZendClassObject::<Database>::from_zend_obj_mut) {
+        // Its PDO calls may run a signal handler that throws or exit()s.
+        let got = db.acquire(wait)?;
+        if ExecutorGlobals::has_exception() {
+            return Ok(Acquired::Threw);
+        }
+        return Ok(if got {
+            Acquired::Yes
+        } else {
+            Acquired::No(db.refusal())
         });
     }
     let got = lock
@@ -478,6 +492,8 @@ fn describe(lock: &Zval) -> String {
         shorten(&file.lock().path().display().to_string())
     } else if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj) {
         redis.lock().describe()
+    } else if let Some(db) = object.and_then(ZendClassObject::<Database>::from_zend_obj) {
+        db.describe()
     } else {
         object
             .and_then(|o| o.get_class_name().ok())
@@ -514,6 +530,8 @@ fn busy_message(lock: &Zval, refusal: Option<Refusal>) -> String {
             .lock()
             .last_holder()
             .map(|(pid, host)| format!("pid {pid} on {}", shorten(host)))
+    } else if let Some(db) = object.and_then(ZendClassObject::<Database>::from_zend_obj) {
+        db.holder_for_message()
     } else {
         None
     };

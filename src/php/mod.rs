@@ -2,6 +2,7 @@
 //! result and error conversion happens here; the locking is in `crate::lock`.
 
 pub mod arginfo;
+pub mod database;
 pub mod engine;
 pub mod exceptions;
 pub mod file;
@@ -74,6 +75,8 @@ pub fn release_native(object: &mut ZendObject) -> bool {
         file.release_leftover();
     } else if let Some(redis) = ZendClassObject::<redis::Redis>::from_zend_obj_mut(object) {
         redis.release_leftover();
+    } else if let Some(db) = ZendClassObject::<database::Database>::from_zend_obj_mut(object) {
+        db.release_leftover();
     } else {
         return false;
     }
@@ -100,6 +103,7 @@ fn allow_serialize_hooks() {
         for class in [
             file::File::get_metadata().ce(),
             redis::Redis::get_metadata().ce(),
+            database::Database::get_metadata().ce(),
             guard::Guard::get_metadata().ce(),
         ] {
             let class = std::ptr::from_ref(class).cast_mut();
@@ -128,7 +132,7 @@ fn allow_serialize_hooks() {
 }
 
 ext_php_rs::zend_fastcall! {
-    /// `__unserialize()` of File and Guard: throws, touching nothing.
+    /// `__unserialize()` of the lock classes and Guard: throws, touching nothing.
     unsafe extern "C" fn refuse_unserialize(
         ex: *mut ext_php_rs::ffi::zend_execute_data,
         _retval: *mut ext_php_rs::ffi::zval,
@@ -143,7 +147,7 @@ ext_php_rs::zend_fastcall! {
     }
 }
 
-/// `unserialize()` of the `C:` format of File, Redis and Guard: throws.
+/// `unserialize()` of the `C:` format of the lock classes and Guard: throws.
 unsafe extern "C" fn refuse_old_unserialize(
     _object: *mut ext_php_rs::ffi::zval,
     class: *mut ext_php_rs::ffi::zend_class_entry,

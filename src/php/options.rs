@@ -92,6 +92,28 @@ impl<'a> Options<'a> {
         }
     }
 
+    pub fn has(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    pub fn string(&self, key: &str) -> Result<Option<String>> {
+        match self.values.get(key) {
+            None => Ok(None),
+            Some(v) if v.is_null() => Ok(None),
+            Some(v) if v.is_string() => Ok(v.str().map(str::to_owned)),
+            Some(v) => Err(self.wrong_type(key, "?string", v)),
+        }
+    }
+
+    pub fn array(&self, key: &str) -> Result<Option<&'a ZendHashTable>> {
+        match self.values.get(key) {
+            None => Ok(None),
+            Some(v) if v.is_null() => Ok(None),
+            Some(v) if v.is_array() => Ok(v.array()),
+            Some(v) => Err(self.wrong_type(key, "?array", v)),
+        }
+    }
+
     pub fn arg_name(&self, key: &str) -> String {
         self.name(key)
     }

@@ -1,0 +1,14 @@
+<?php
+
+declare(strict_types=1);
+
+namespace CronLock\Tests;
+
+/** The CronLock\Lock contract for CronLock\Database on a private MariaDB server. */
+final class DatabaseMysqlContractTest extends DatabaseContractTestCase
+{
+    protected static function databaseKind(): string
+    {
+        return 'mysql';
+    }
+}
