@@ -1,0 +1,88 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+/**
+ * What the extension asks the OS for, in userland: pid, host, euid, and a
+ * pause that a signal handler cuts short.
+ *
+ * @internal
+ */
+final class Process
+{
+    /** @var string|null */
+    private static $hostname;
+    /** @var array{0: int, 1: int}|null pid and the euid found in that process */
+    private static $euid;
+
+    public static function pid(): int
+    {
+        return (int) getmypid();
+    }
+
+    public static function hostname(): string
+    {
+        if (self::$hostname === null) {
+            $name = function_exists('gethostname') ? gethostname() : false;
+            self::$hostname = is_string($name) && $name !== '' ? $name : php_uname('n');
+        }
+        return self::$hostname;
+    }
+
+    /** Effective uid; without posix, the owner of a file we just created. */
+    public static function euid(): int
+    {
+        if (self::$euid !== null && self::$euid[0] === self::pid()) {
+            return self::$euid[1];
+        }
+        self::$euid = [self::pid(), self::probeEuid()];
+        return self::$euid[1];
+    }
+
+    private static function probeEuid(): int
+    {
+        if (function_exists('posix_geteuid')) {
+            return posix_geteuid();
+        }
+        $probe = @tempnam(sys_get_temp_dir(), 'cronlock-uid');
+        if ($probe === false) {
+            return (int) getmyuid();
+        }
+        $uid = (int) fileowner($probe);
+        @unlink($probe);
+        return $uid;
+    }
+
+    /**
+     * Sleeps up to $seconds; returns true when a signal cut the sleep short.
+     * Pending pcntl handlers run before it returns (decision D9), also without
+     * pcntl_async_signals(true).
+     */
+    public static function nap(float $seconds): bool
+    {
+        $seconds = max(0.0, $seconds);
+        $interrupted = false;
+        if (function_exists('time_nanosleep')) {
+            $s = (int) floor($seconds);
+            $r = @time_nanosleep($s, (int) (($seconds - $s) * 1e9));
+            $interrupted = is_array($r);
+        } else {
+            usleep((int) ($seconds * 1e6));
+        }
+        if (function_exists('pcntl_signal_dispatch')) {
+            pcntl_signal_dispatch();
+        }
+        return $interrupted;
+    }
+
+    public static function alive(int $pid): bool
+    {
+        if ($pid <= 0) {
+            return false;
+        }
+        if (function_exists('posix_kill')) {
+            return posix_kill($pid, 0) || posix_get_last_error() === 1; // EPERM: alive, not ours
+        }
+        return is_dir("/proc/$pid");
+    }
+}
