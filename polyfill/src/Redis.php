@@ -79,8 +79,10 @@ return 0
     private $client;
     /** @var array{token: string, fence: int, validUntil: float, lost: bool}|null */
     private $hold;
-    /** @var Renewer|null */
+    /** @var Renewer|null the auto-renew helper process, kept across acquires */
     private $renewer;
+    /** @var int number of this object's successful acquires, to tell the helper's reports apart */
+    private $holdSeq = 0;
     /** @var string|null the value of the key when the last acquire found it busy */
     private $lastHolder;
     /** @var array<int, mixed> a fork child's inherited connections: never used, never closed early */
@@ -163,9 +165,9 @@ return 0
             }
             if ((int) $reply[0] === 1) {
                 $this->hold = ['token' => $token, 'fence' => (int) $reply[1], 'validUntil' => $sent + $this->ttl, 'lost' => false];
-                Registry::hold($this->lockId(), $owner, false);
+                Registry::hold($this->lockId(), $owner, false, $this->autoRenew ? INF : $sent + $this->ttl);
                 if ($this->autoRenew) {
-                    $this->startRenewer($token);
+                    $this->startRenewing($token);
                 }
                 return true;
             }
@@ -209,6 +211,7 @@ return 0
             return false;
         }
         $this->hold['validUntil'] = $sent + $ttl;
+        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $sent + $ttl);
         return true;
     }
 
@@ -266,6 +269,10 @@ return 0
             } catch (\Throwable $e) {
                 // nobody to tell; the key expires by its TTL
             }
+        }
+        if ($this->renewer !== null) {
+            $this->renewer->stop();
+            $this->renewer = null;
         }
         if ($this->client !== null) {
             $this->client->close();
@@ -347,9 +354,9 @@ return 0
 
     /**
      * Runs a script on this lock's connection, opening it if needed. A
-     * connection that was already open and fails is reopened once (it may
-     * be stale, e.g. after a fork child closed its copy): every script is
-     * safe to run twice.
+     * connection that was already open and breaks (not a timeout) is
+     * reopened once: it may be stale, e.g. after a fork child closed its
+     * copy of a TLS session. Every script is safe to run twice.
      *
      * @return mixed
      */
@@ -368,7 +375,7 @@ return 0
                     $this->client->close();
                     $this->client = null;
                 }
-                if ($f->kind === RedisFailure::IO && !$fresh && $attempt === 0) {
+                if ($f->kind === RedisFailure::IO && !$f->timedOut && !$fresh && $attempt === 0) {
                     continue;
                 }
                 throw $this->failure($f);
@@ -388,10 +395,21 @@ return 0
         return $f->kind === RedisFailure::REPLY ? new LockException($message) : new ConnectionException($message);
     }
 
-    private function startRenewer(string $token)
+    private function startRenewing(string $token)
     {
+        $this->holdSeq++;
         try {
-            $this->renewer = Renewer::start($this->dsn, $this->client->library(), $this->key, $token, $this->ttl, $this->connectTimeout, $this->readTimeout);
+            for ($try = 0; $try < 2; $try++) {
+                if ($this->renewer === null) {
+                    $this->renewer = Renewer::start($this->dsn, $this->client->library(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
+                }
+                if ($this->renewer->hold($this->holdSeq, $token)) {
+                    return;
+                }
+                $this->renewer->stop(); // it died: start a new one
+                $this->renewer = null;
+            }
+            throw new LockException('cannot start the auto-renew process: it exits at once');
         } catch (LockException $e) {
             try {
                 $this->run(self::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
@@ -410,19 +428,22 @@ return 0
             return;
         }
         foreach ($this->renewer->reports() as $report) {
-            if ($report === 'LOST') {
+            list($what, $seq, $until) = $report;
+            if ($seq !== $this->holdSeq) {
+                continue; // about an earlier acquisition
+            }
+            if ($what === 'LOST') {
                 $this->hold['lost'] = true;
-            } elseif (is_float($report)) {
-                $this->hold['validUntil'] = max($this->hold['validUntil'], $report);
+            } else {
+                $this->hold['validUntil'] = max($this->hold['validUntil'], $until);
             }
         }
     }
 
     private function forgetHold()
     {
-        if ($this->renewer !== null) {
-            $this->renewer->stop();
-            $this->renewer = null;
+        if ($this->renewer !== null && $this->hold !== null) {
+            $this->renewer->idle();
         }
         $this->hold = null;
         Registry::drop($this->lockId(), spl_object_hash($this));

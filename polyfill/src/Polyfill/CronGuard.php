@@ -139,11 +139,13 @@ final class CronGuard
     /** `<basename>.<FNV-1a 64 of its real path, hex>`, as the extension names it. */
     private static function scriptLockName(): string
     {
+        // The first file PHP ran that is not an auto_prepend_file nor this package.
         $prepend = (string) ini_get('auto_prepend_file');
         $prepend = $prepend === '' ? '' : (string) realpath($prepend);
+        $package = dirname(__DIR__, 2) . '/';
         $main = null;
         foreach (get_included_files() as $file) {
-            if ($file !== $prepend) {
+            if ($file !== $prepend && strncmp($file, $package, strlen($package)) !== 0) {
                 $main = $file;
                 break;
             }

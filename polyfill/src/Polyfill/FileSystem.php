@@ -46,18 +46,19 @@ final class FileSystem
                 $handle = @fopen($path, 'x+e');
                 umask($umask);
                 if ($handle === false) {
+                    $reason = self::lastReason();
                     clearstatcache(true, $path);
                     if (self::lstatId($path) !== null) {
                         continue; // created by someone else meanwhile: open theirs
                     }
-                    throw new LockException("cannot open lock file $shown: " . self::lastReason());
+                    throw new LockException("cannot open lock file $shown: $reason");
                 }
                 if (($mode & ~0666 & ~$umask) !== 0) {
                     @chmod($path, $mode & ~$umask);
                 }
             } else {
                 if ($before['link']) {
-                    throw new LockException("cannot open lock file $shown: it is a symlink, which cronlock never follows");
+                    throw new LockException("cannot open lock file $shown: it is a symbolic link, which cronlock never follows");
                 }
                 if (!$before['regular']) {
                     throw new LockException("cannot use lock file $shown: not a regular file (it is {$before['kind']})");

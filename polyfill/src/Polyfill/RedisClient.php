@@ -87,11 +87,14 @@ final class RedisFailure extends \Exception
 
     /** @var string */
     public $kind;
+    /** @var bool no answer in time (as opposed to a broken connection) */
+    public $timedOut;
 
-    public function __construct(string $kind, string $message)
+    public function __construct(string $kind, string $message, bool $timedOut = false)
     {
         parent::__construct($message);
         $this->kind = $kind;
+        $this->timedOut = $timedOut;
     }
 }
 
@@ -161,9 +164,9 @@ final class PhpRedisClient extends RedisClient
             }
             return $reply;
         } catch (\RedisException $e) {
-            $why = $this->timedOut($started, $this->readTimeout)
-                ? sprintf('no answer within %d ms', $this->readTimeout * 1000) : $e->getMessage();
-            throw new RedisFailure(RedisFailure::IO, $why);
+            $late = $this->timedOut($started, $this->readTimeout);
+            $why = $late ? sprintf('no answer within %d ms', $this->readTimeout * 1000) : $e->getMessage();
+            throw new RedisFailure(RedisFailure::IO, $why, $late);
         }
     }
 
@@ -258,9 +261,9 @@ final class PredisClient extends RedisClient
             }
             return $reply;
         } catch (\Predis\PredisException $e) {
-            $why = $this->timedOut($started, $this->readTimeout)
-                ? sprintf('no answer within %d ms', $this->readTimeout * 1000) : self::reason($e);
-            throw new RedisFailure(RedisFailure::IO, $why);
+            $late = $this->timedOut($started, $this->readTimeout);
+            $why = $late ? sprintf('no answer within %d ms', $this->readTimeout * 1000) : self::reason($e);
+            throw new RedisFailure(RedisFailure::IO, $why, $late);
         }
     }
 

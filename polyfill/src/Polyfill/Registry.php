@@ -12,7 +12,7 @@ namespace CronLock\Polyfill;
  */
 final class Registry
 {
-    /** @var array<string, array{pid: int, owner: string, shared: bool}> */
+    /** @var array<string, array{pid: int, owner: string, shared: bool, until: float}> */
     private static $held = [];
     /** @var array<string, string> spl_object_hash => 'self' | 'signal' */
     private static $lastRefusal = [];
@@ -21,15 +21,17 @@ final class Registry
     public static function heldByOther(string $id, string $owner, bool $shared)
     {
         $entry = isset(self::$held[$id]) ? self::$held[$id] : null;
-        if ($entry === null || $entry['pid'] !== Process::pid() || $entry['owner'] === $owner) {
+        if ($entry === null || $entry['pid'] !== Process::pid() || $entry['owner'] === $owner
+            || microtime(true) >= $entry['until']) {
             return null;
         }
         return ($shared && $entry['shared']) ? null : $entry['owner'];
     }
 
-    public static function hold(string $id, string $owner, bool $shared)
+    /** @param float $until when the hold ends by itself (a Redis TTL), INF if never */
+    public static function hold(string $id, string $owner, bool $shared, float $until = INF)
     {
-        self::$held[$id] = ['pid' => Process::pid(), 'owner' => $owner, 'shared' => $shared];
+        self::$held[$id] = ['pid' => Process::pid(), 'owner' => $owner, 'shared' => $shared, 'until' => $until];
     }
 
     public static function drop(string $id, string $owner)

@@ -5,14 +5,15 @@ namespace CronLock\Polyfill;
 use CronLock\LockException;
 
 /**
- * 'auto_renew' without threads: a helper PHP process (renewer.php) with its
- * own connection renews the key every ttl/3 with the token-checked renew
- * script while the lock is held. It learns everything, the password
- * included, on its stdin (never argv, which `ps` shows), and stops as soon
- * as that pipe closes: on release(), and when this process dies (kill -9
- * included), so a dead holder's key still expires within one TTL. It
- * reports each renewal ("RENEWED <unix time until which the key is ours>")
- * and a key that is no longer ours ("LOST") on its stdout.
+ * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
+ * lock object, with its own connection renews the key every ttl/3 with the
+ * token-checked renew script while the lock is held ("HOLD <n> <token>"
+ * until "IDLE" on its stdin). It learns everything, the password included,
+ * on its stdin (never argv, which `ps` shows), and exits as soon as that
+ * pipe closes: when the lock object goes away, and when this process dies
+ * (kill -9 included), so a dead holder's key still expires within one TTL.
+ * It reports each renewal ("RENEWED <n> <unix time until which the key is
+ * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
  * @internal
  */
@@ -29,7 +30,7 @@ final class Renewer
     /** @var int */
     private $ownerPid;
 
-    public static function start(RedisDsn $dsn, string $library, string $key, string $token, float $ttl, float $connectTimeout, float $readTimeout): self
+    public static function start(RedisDsn $dsn, string $library, string $key, float $ttl, float $connectTimeout, float $readTimeout): self
     {
         $php = PHP_BINARY;
         if (!in_array(PHP_SAPI, ['cli', 'phpdbg'], true) || $php === '' || !is_executable($php)) {
@@ -53,7 +54,6 @@ final class Renewer
             'autoload' => self::predisAutoload($library),
             'dsn' => get_object_vars($dsn),
             'key' => $key,
-            'token' => $token,
             'ttl' => $ttl,
             'connect_timeout' => $connectTimeout,
             'read_timeout' => $readTimeout,
@@ -80,7 +80,22 @@ final class Renewer
         return is_file($auto) ? $auto : null;
     }
 
-    /** @return array<int, float|string> renewal deadlines (float) and 'LOST' */
+    /** Renew $token from now on (it belongs to acquisition number $seq); false if the helper is gone. */
+    public function hold(int $seq, string $token): bool
+    {
+        return @fwrite($this->in, "HOLD $seq $token\n") !== false && @fflush($this->in);
+    }
+
+    /** Stop renewing (the process stays for the next acquire). */
+    public function idle()
+    {
+        if ($this->proc !== null && Process::pid() === $this->ownerPid) {
+            @fwrite($this->in, "IDLE\n");
+            @fflush($this->in);
+        }
+    }
+
+    /** @return array<int, array{0: string, 1: int, 2: float}> ['RENEWED', n, until] or ['LOST', n, 0.0] */
     public function reports(): array
     {
         if (Process::pid() !== $this->ownerPid) {
@@ -94,16 +109,17 @@ final class Renewer
         while (($nl = strpos($this->buffer, "\n")) !== false) {
             $line = substr($this->buffer, 0, $nl);
             $this->buffer = (string) substr($this->buffer, $nl + 1);
-            if ($line === 'LOST') {
-                $reports[] = 'LOST';
-            } elseif (strncmp($line, 'RENEWED ', 8) === 0) {
-                $reports[] = (float) substr($line, 8);
+            $f = explode(' ', $line);
+            if ($f[0] === 'LOST' && count($f) === 2) {
+                $reports[] = ['LOST', (int) $f[1], 0.0];
+            } elseif ($f[0] === 'RENEWED' && count($f) === 3) {
+                $reports[] = ['RENEWED', (int) $f[1], (float) $f[2]];
             }
         }
         return $reports;
     }
 
-    /** Closing its stdin stops it; then wait for it (it is between renewals, or in one bounded by read_timeout). */
+    /** Closing its stdin ends it; then wait for it (it is between renewals, or in one bounded by read_timeout). */
     public function stop()
     {
         if ($this->proc === null || Process::pid() !== $this->ownerPid) {

@@ -14,7 +14,18 @@ spl_autoload_register(static function ($class) {
     }
 });
 
-$job = json_decode((string) fgets(STDIN), true);
+// Everything comes through one fread() buffer: a buffered fgets() would keep
+// lines that stream_select() then never reports.
+$pending = '';
+while (($nl = strpos($pending, "\n")) === false) {
+    $data = fread(STDIN, 8192);
+    if ($data === '' || $data === false) {
+        exit(1);
+    }
+    $pending .= $data;
+}
+$job = json_decode(substr($pending, 0, $nl), true);
+$pending = (string) substr($pending, $nl + 1);
 if (!is_array($job)) {
     exit(1);
 }
@@ -39,34 +50,59 @@ end
 return 0
 ";
 $client = null;
-$validUntil = microtime(true) + $ttl;
-$next = microtime(true) + $period;
+$token = null;   // what we renew now; null: idle
+$seq = 0;
+$validUntil = 0.0;
+$next = 0.0;
 while (true) {
-    $left = max(0.0, $next - microtime(true));
-    $read = [STDIN];
-    $none = null;
-    $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
+    if (strpos($pending, "\n") !== false) {
+        $ready = 1; // lines already read
+    } else {
+        $read = [STDIN];
+        $none = null;
+        if ($token === null) {
+            $ready = @stream_select($read, $none, $none, null);
+        } else {
+            $left = max(0.0, $next - microtime(true));
+            $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
+        }
+        if ($ready === false) {
+            continue; // a signal
+        }
+        if ($ready > 0) {
+            $data = fread(STDIN, 8192);
+            if ($data === '' || $data === false) {
+                exit(0); // the lock object or its process is gone
+            }
+            $pending .= $data;
+        }
+    }
     if ($ready > 0) {
-        $data = fread(STDIN, 8192);
-        if ($data === '' || $data === false || feof(STDIN)) {
-            exit(0); // released, or the holder is gone
+        while (($nl = strpos($pending, "\n")) !== false) {
+            $f = explode(' ', substr($pending, 0, $nl));
+            $pending = (string) substr($pending, $nl + 1);
+            if ($f[0] === 'HOLD' && count($f) === 3) {
+                list(, $seq, $token) = $f;
+                $validUntil = microtime(true) + $ttl;
+                $next = microtime(true) + $period;
+            } elseif ($f[0] === 'IDLE') {
+                $token = null;
+            }
         }
         continue;
-    }
-    if ($ready === false) {
-        continue; // a signal
     }
     $sent = microtime(true);
     try {
         if ($client === null) {
             $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
         }
-        if ((int) $client->script($renew, [$job['key']], [$job['token'], $ttlMs]) !== 1) {
-            echo "LOST\n";
-            exit(0);
+        if ((int) $client->script($renew, [$job['key']], [$token, $ttlMs]) !== 1) {
+            echo "LOST $seq\n";
+            $token = null;
+            continue;
         }
         $validUntil = $sent + $ttl;
-        printf("RENEWED %.6F\n", $validUntil);
+        printf("RENEWED %d %.6F\n", $seq, $validUntil);
         $next = $sent + $period;
     } catch (Throwable $e) {
         if ($client !== null) {
@@ -74,8 +110,9 @@ while (true) {
             $client = null;
         }
         if (microtime(true) >= $validUntil) {
-            echo "LOST\n";
-            exit(0);
+            echo "LOST $seq\n";
+            $token = null;
+            continue;
         }
         $next = microtime(true) + min($period, 1.0);
     }
