@@ -12,22 +12,33 @@ if (!extension_loaded('cronlock')) {
     // child PHP (Support\Proc, @runInSeparateProcess). Tests that only the
     // extension can pass are in the group "extension-only", with the reason;
     // run with --exclude-group extension-only (scripts/test does).
-    require_once dirname(__DIR__) . '/polyfill/bootstrap.php';
-    putenv('CRONLOCK_POLYFILL=' . dirname(__DIR__) . '/polyfill/bootstrap.php');
+    // CRONLOCK_TEST_PREDIS=<predis' Autoloader.php>: CronLock\Redis through
+    // predis (scripts/test runs the suite so, on a PHP without phpredis).
+    $prepend = "<?php\n"
+        . "if ((string) getenv('CRONLOCK_TEST_PREDIS') !== '' && !class_exists('Predis\\\\Client', false)) {\n"
+        . "    require_once getenv('CRONLOCK_TEST_PREDIS');\n"
+        . "    Predis\\Autoloader::register();\n"
+        . "}\n"
+        . 'require_once ' . var_export(dirname(__DIR__) . '/polyfill/bootstrap.php', true) . ";\n";
     if (getenv('CRONLOCK_POLYFILL_INI_DIR') === false) {
         $dir = sys_get_temp_dir() . '/cronlock-polyfill-ini.' . getmypid();
         @mkdir($dir, 0700);
-        file_put_contents("$dir/cronlock-polyfill.ini", 'auto_prepend_file=' . dirname(__DIR__) . "/polyfill/bootstrap.php\n");
+        file_put_contents("$dir/prepend.php", $prepend);
+        file_put_contents("$dir/cronlock-polyfill.ini", "auto_prepend_file=$dir/prepend.php\n");
         putenv('CRONLOCK_POLYFILL_INI_DIR=' . $dir);
+        putenv('CRONLOCK_POLYFILL=' . "$dir/prepend.php");
         putenv('PHP_INI_SCAN_DIR=' . (string) getenv('PHP_INI_SCAN_DIR') . ':' . $dir);
         $owner = getmypid();
         register_shutdown_function(static function () use ($dir, $owner): void {
             if (getmypid() === $owner) {
                 @unlink("$dir/cronlock-polyfill.ini");
+                @unlink("$dir/prepend.php");
                 @rmdir($dir);
             }
         });
-        fwrite(STDERR, 'cronlock extension not loaded: testing cronlock/polyfill on PHP ' . PHP_VERSION . "\n");
+        require_once "$dir/prepend.php";
+        fwrite(STDERR, sprintf("cronlock extension not loaded: testing cronlock/polyfill on PHP %s with %s\n", PHP_VERSION,
+            extension_loaded('redis') ? 'phpredis' : (class_exists('Predis\\Client') ? 'predis' : 'no Redis client')));
     }
 }
 

@@ -120,9 +120,9 @@ final class File implements Lock
                 $this->open($this->path);
                 continue;
             }
-            if (!$wouldBlock) {
-                throw $this->osError('cannot lock');
-            }
+            // PHP's flock() reports no reason when it fails: anything but
+            // success counts as contention (EWOULDBLOCK, EINTR; PHP on
+            // WebAssembly does not even set $wouldBlock).
             if (!$forever && ($deadline === null || microtime(true) >= $deadline)) {
                 return false;
             }

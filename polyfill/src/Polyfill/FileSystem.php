@@ -40,6 +40,7 @@ final class FileSystem
             clearstatcache(true, $path);
             $before = self::lstatId($path);
             $writable = true;
+            $created = false;
             if ($before === null) {
                 $umask = umask();
                 umask($umask | (0666 & ~$mode));
@@ -53,9 +54,7 @@ final class FileSystem
                     }
                     throw new LockException("cannot open lock file $shown: $reason");
                 }
-                if (($mode & ~0666 & ~$umask) !== 0) {
-                    @chmod($path, $mode & ~$umask);
-                }
+                $created = true;
             } else {
                 if ($before['link']) {
                     throw new LockException("cannot open lock file $shown: it is a symbolic link, which cronlock never follows");
@@ -87,6 +86,12 @@ final class FileSystem
             stream_set_read_buffer($handle, 0);
             stream_set_write_buffer($handle, 0);
             self::refuseForeignInSharedDir($path, $st['uid'], $handle);
+            // fopen() creates with 0666 minus umask: bits beyond that (and
+            // file systems that ignore the umask, as PHP on WebAssembly's)
+            // need a chmod, on the file we just checked the path names.
+            if ($created && ($st['mode'] & 07777) !== ($mode & ~$umask & 07777)) {
+                @chmod($path, $mode & ~$umask);
+            }
             return ['handle' => $handle, 'id' => ['dev' => $st['dev'], 'ino' => $st['ino'], 'size' => $st['size'], 'writable' => $writable]];
         }
         throw new LockException("cannot open lock file $shown: it was replaced on every attempt to open it");
