@@ -1,8 +1,9 @@
 <?php
 
 // A self-contained test runner for cronlock/polyfill on any PHP from 7.1 on
-// (no PHPUnit, no pcntl, no proc_open): scripts/test runs it on PHP 7.4 and
-// 8.0 compiled to WebAssembly, and on the host's PHP. The PHPUnit suite in
+// (no PHPUnit, no proc_open; pcntl only for the signal test, skipped without
+// it): scripts/test runs it on PHP 7.4 and 8.0 compiled to WebAssembly, and
+// on the host's PHP. The PHPUnit suite in
 // php-tests/ covers the rest (processes, signals, fork, kill -9).
 //
 //   php portable.php [--held PATH] [--redis DSN] [--predis AUTOLOADER]
@@ -199,6 +200,34 @@ if (isset($opts['held'])) {
         check($l->acquire(0.3) === false, 'acquire(0.3) refused');
         check(microtime(true) - $t0 >= 0.29, 'waited the timeout');
     };
+}
+
+if (isset($opts['held']) && function_exists('pcntl_signal') && function_exists('pcntl_alarm')) {
+    $tests['a signal cuts a wait short; cron_guard() logs it as interrupted, not busy (D7, D9)'] = function () use ($opts, $tmp) {
+        $fired = 0;
+        pcntl_signal(SIGALRM, function () use (&$fired) { $fired++; });
+        foreach ([true, false] as $async) {
+            pcntl_async_signals($async);
+            $l = new CronLock\File($opts['held']);
+            pcntl_alarm(1);
+            $t0 = microtime(true);
+            check($l->acquire(30.0) === false, 'acquire(30) returns false');
+            $took = microtime(true) - $t0;
+            check($fired === ($async ? 1 : 2) && $took < 10.0, sprintf('the handler ran during the wait (async %s, %.2f s)', var_export($async, true), $took));
+        }
+        $log = "$tmp/signal.log";
+        ini_set('error_log', $log);
+        pcntl_alarm(1);
+        check(cron_guard(function () { return 'ran'; }, new CronLock\File($opts['held']), ['wait' => 30, 'on_busy' => 3]) === null, 'skipped, on_busy not applied');
+        $lines = file($log, FILE_IGNORE_NEW_LINES);
+        check(count($lines) === 1 && strpos($lines[0], 'cron_guard: waiting for lock ' . $opts['held'] . ' was interrupted by a signal; skipping this run') !== false, 'line: ' . implode("\n", $lines));
+        ini_restore('error_log');
+        pcntl_signal(SIGALRM, SIG_DFL);
+        pcntl_async_signals(false);
+    };
+} elseif (isset($opts['held'])) {
+    $skipped++;
+    echo "skip the signal test: no pcntl in this PHP\n";
 }
 
 if (isset($opts['redis'])) {
