@@ -249,17 +249,22 @@ if (isset($opts['redis'])) {
         throws('ValueError', function () use ($opts) { new CronLock\Redis($opts['redis'], 'k', 0.0); }, '$ttl');
         throws('ValueError', function () { new CronLock\Redis('redis://:sekrit@', 'k'); }, '$dsn');
     };
-    $tests['Redis: an unreachable server is a ConnectionException without the password'] = function () {
-        $l = new CronLock\Redis('redis://:sekrit@127.0.0.1:1', 'k', 5.0, ['connect_timeout' => 0.5]);
-        $e = throws('CronLock\ConnectionException', function () use ($l) { $l->acquire(0); }, '127.0.0.1:1');
-        check(strpos($e->getMessage(), 'sekrit') === false, 'no password in the message');
-    };
     if (isset($opts['redis-held'])) {
         $tests['Redis: a key another process holds is busy here'] = function () use ($opts) {
             $l = new CronLock\Redis($opts['redis'], $opts['redis-held'], 5.0);
             check($l->acquire(0.2) === false, 'refused');
         };
     }
+}
+
+// Last: on PHP 8.0 for WebAssembly, a later wait after this test's
+// exception crashes php-wasm itself ("table index is out of bounds").
+if (isset($opts['redis'])) {
+    $tests['Redis: an unreachable server is a ConnectionException without the password'] = function () {
+        $l = new CronLock\Redis('redis://:sekrit@127.0.0.1:1', 'k', 5.0, ['connect_timeout' => 0.5]);
+        $e = throws('CronLock\ConnectionException', function () use ($l) { $l->acquire(0); }, '127.0.0.1:1');
+        check(strpos($e->getMessage(), 'sekrit') === false, 'no password in the message');
+    };
 }
 
 foreach ($tests as $name => $test) {
