@@ -94,6 +94,17 @@ final class File implements Lock
         if ($this->openedBy !== $me) {
             $this->open($this->path); // a fork child: its own open file description
         }
+        if ($timeout == 0) {
+            return $this->tryToLock($timeout, $me, $owner);
+        }
+        return Process::watchingSignals(function () use ($timeout, $me, $owner) {
+            return $this->tryToLock($timeout, $me, $owner);
+        });
+    }
+
+    /** The tries of one acquire(): flock(LOCK_NB), then short pauses until the deadline. */
+    private function tryToLock(float $timeout, int $me, string $owner): bool
+    {
         $deadline = $timeout > 0 && is_finite($timeout) ? microtime(true) + $timeout : null;
         $forever = $timeout < 0 || is_infinite($timeout);
         $pause = 0.00005;

@@ -147,6 +147,17 @@ return 0
             $this->forgetHold();
         }
         $token = bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
+        if ($timeout == 0) {
+            return $this->tryToLock($timeout, $owner, $token);
+        }
+        return Process::watchingSignals(function () use ($timeout, $owner, $token) {
+            return $this->tryToLock($timeout, $owner, $token);
+        });
+    }
+
+    /** The tries of one acquire(): the acquire script, then pauses until the deadline. */
+    private function tryToLock(float $timeout, string $owner, string $token): bool
+    {
         $deadline = $timeout > 0 && is_finite($timeout) ? microtime(true) + $timeout : null;
         $forever = $timeout < 0 || is_infinite($timeout);
         $pause = 0.002;

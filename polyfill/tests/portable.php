@@ -6,15 +6,18 @@
 // on the host's PHP. The PHPUnit suite in
 // php-tests/ covers the rest (processes, signals, fork, kill -9).
 //
-//   php portable.php [--held PATH] [--redis DSN] [--predis AUTOLOADER]
+//   php portable.php [--held PATH] [--redis DSN] [--predis AUTOLOADER] [--count | --only N]
 //
+// --count prints how many tests there are; --only N runs test N (from 0)
+// alone, so each runs in a fresh process (php-wasm's engine can be left
+// broken by one test's exception for the next, see scripts/test).
 // --held PATH: a lock file another process (the caller) holds: it must be
 // busy here. --redis DSN (with --predis, predis' Autoloader.php): also test
 // CronLock\Redis against that server, and that --redis-held KEY is busy.
 
 error_reporting(E_ALL);
 ini_set('display_errors', 'stderr');
-$opts = getopt('', ['held:', 'redis:', 'predis:', 'redis-held:']);
+$opts = getopt('', ['held:', 'redis:', 'predis:', 'redis-held:', 'count', 'only:']);
 if (isset($opts['predis'])) {
     require_once $opts['predis'];
     Predis\Autoloader::register();
@@ -46,6 +49,7 @@ function throws($class, callable $fn, $needle = '')
 }
 
 $tests = [];
+$notes = [];
 
 $tests['the package defines the API, and \ValueError on PHP 7'] = function () {
     foreach (['CronLock\Lock', 'CronLock\File', 'CronLock\Redis', 'CronLock\Guard', 'CronLock\LockException', 'CronLock\ConnectionException', 'ValueError'] as $name) {
@@ -225,9 +229,9 @@ if (isset($opts['held']) && function_exists('pcntl_signal') && function_exists('
         pcntl_signal(SIGALRM, SIG_DFL);
         pcntl_async_signals(false);
     };
-} elseif (isset($opts['held'])) {
+} elseif (isset($opts['held']) && (!isset($opts['only']) || $opts['only'] === '0')) {
     $skipped++;
-    echo "skip the signal test: no pcntl in this PHP\n";
+    $notes[] = "skip the signal test: no pcntl in this PHP\n";
 }
 
 if (isset($opts['redis'])) {
@@ -267,6 +271,14 @@ if (isset($opts['redis'])) {
     };
 }
 
+if (isset($opts['count'])) {
+    echo count($tests), "\n";
+    exit(0);
+}
+echo implode('', $notes);
+if (isset($opts['only'])) {
+    $tests = array_slice($tests, (int) $opts['only'], 1, true);
+}
 foreach ($tests as $name => $test) {
     try {
         $test();

@@ -53,8 +53,51 @@ final class Process
         return $uid;
     }
 
+    /** @var int handlers of this process that ran during watches, counted */
+    private static $signalsSeen = 0;
+    /** @var int the count when the current watch began */
+    private static $watchStart = 0;
+
     /**
-     * Sleeps up to $seconds; returns true when a signal cut the sleep short.
+     * Runs $wait (a waiting loop) with every pcntl handler wrapped, so that
+     * a handler that runs at any moment of the wait, not only during a
+     * pause, is seen (signalSeen()); the handlers are restored afterwards.
+     *
+     * @return mixed what $wait returns
+     */
+    public static function watchingSignals(callable $wait)
+    {
+        if (!function_exists('pcntl_signal_get_handler')) {
+            return $wait();
+        }
+        $saved = [];
+        for ($signo = 1; $signo < 32; $signo++) {
+            $handler = @pcntl_signal_get_handler($signo);
+            if (is_callable($handler)) {
+                $saved[$signo] = $handler;
+                pcntl_signal($signo, static function ($signo, $info = null) use ($handler) {
+                    self::$signalsSeen++;
+                    $handler($signo, $info);
+                });
+            }
+        }
+        $before = self::$signalsSeen;
+        $outer = self::$watchStart;
+        self::$watchStart = $before;
+        try {
+            return $wait();
+        } finally {
+            foreach ($saved as $signo => $handler) {
+                pcntl_signal($signo, $handler);
+            }
+            self::$signalsSeen = $before;
+            self::$watchStart = $outer;
+        }
+    }
+
+    /**
+     * Sleeps up to $seconds; returns true when a signal cut the sleep short,
+     * or a handler ran since the watch began (see watchingSignals()).
      * Pending pcntl handlers run before it returns (decision D9), also without
      * pcntl_async_signals(true).
      */
@@ -62,7 +105,9 @@ final class Process
     {
         $seconds = max(0.0, $seconds);
         $interrupted = false;
-        if (function_exists('time_nanosleep')) {
+        // Without pcntl no handler can cut the pause short: plain usleep()
+        // (PHP on WebAssembly, whose time_nanosleep() is less robust).
+        if (function_exists('time_nanosleep') && function_exists('pcntl_signal_dispatch')) {
             $s = (int) floor($seconds);
             $r = @time_nanosleep($s, (int) (($seconds - $s) * 1e9));
             $interrupted = is_array($r);
@@ -72,7 +117,7 @@ final class Process
         if (function_exists('pcntl_signal_dispatch')) {
             pcntl_signal_dispatch();
         }
-        return $interrupted;
+        return $interrupted || self::$signalsSeen !== self::$watchStart;
     }
 
     public static function alive(int $pid): bool
