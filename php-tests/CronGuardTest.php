@@ -31,11 +31,13 @@ final class CronGuardTest extends TestCase
         $this->controlDir = $this->makeTempDir('guard-control');
         $this->savedLockDir = ini_get('cronlock.lock_dir');
         ini_set('cronlock.lock_dir', $this->lockDir);
+        putenv("CRONLOCK_LOCK_DIR={$this->lockDir}"); // cronlock/polyfill's stand-in for the ini
     }
 
     protected function tearDown(): void
     {
         ini_set('cronlock.lock_dir', (string) $this->savedLockDir);
+        putenv('CRONLOCK_LOCK_DIR');
         $this->restoreErrorLog();
         $this->reapCommands();
         $this->removeTempDirs();
@@ -67,7 +69,8 @@ final class CronGuardTest extends TestCase
     /** PHP for a child: cronlock.lock_dir = this test's directory. */
     private function childPrelude(): string
     {
-        return 'ini_set("cronlock.lock_dir", ' . var_export($this->lockDir, true) . ");\n";
+        return 'ini_set("cronlock.lock_dir", ' . var_export($this->lockDir, true) . ");\n"
+            . 'putenv("CRONLOCK_LOCK_DIR=" . ' . var_export($this->lockDir, true) . ");\n";
     }
 
     /** A child holding "<lock_dir>/$name.lock" until released; prints HELD. */
@@ -489,6 +492,7 @@ final class CronGuardTest extends TestCase
         $code = <<<'PHP'
             <?php
             ini_set('cronlock.lock_dir', $argv[1]);
+            putenv("CRONLOCK_LOCK_DIR=$argv[1]");
             $r = cron_guard(function (\CronLock\Guard $g) use ($argv) {
                 echo "RUNNING ", $g->lock()->path(), "\n";
                 while (!file_exists($argv[2])) { usleep(2000); }
@@ -535,7 +539,9 @@ final class CronGuardTest extends TestCase
     public function testTheNullLockWithoutAScriptFileThrowsValueError(): void
     {
         [$code, $out, $err] = $this->runCommand([...self::phpCommand(), '-r', <<<'PHP'
+            function_exists('cron_guard') || require getenv('CRONLOCK_POLYFILL'); // php -r skips auto_prepend_file
             ini_set('cronlock.lock_dir', sys_get_temp_dir());
+            putenv('CRONLOCK_LOCK_DIR=' . sys_get_temp_dir());
             try { cron_guard(function () { echo "JOB RAN\n"; }); echo "NO EXCEPTION\n"; }
             catch (\Throwable $e) { echo get_class($e), ': ', $e->getMessage(), "\n"; }
             PHP]);
@@ -599,6 +605,10 @@ final class CronGuardTest extends TestCase
 
     // ------------------------------------------------------------- lock_dir
 
+    /**
+     * @group extension-only
+     * Reads `php --ri cronlock`, which only the extension has.
+     */
     public function testTheDefaultLockDirIsPrivateToTheUser(): void
     {
         $euid = posix_geteuid();
@@ -631,6 +641,7 @@ final class CronGuardTest extends TestCase
         chmod($dir, 0777);
         clearstatcache();
         ini_set('cronlock.lock_dir', $dir);
+        putenv("CRONLOCK_LOCK_DIR=$dir");
         $e = self::guardRefusal(LockException::class, 'job');
         self::assertStringContainsString($dir, $e->getMessage());
         self::assertFileDoesNotExist("$dir/job.lock");
@@ -645,6 +656,7 @@ final class CronGuardTest extends TestCase
     {
         $dir = "{$this->lockDir}/does/not/exist";
         ini_set('cronlock.lock_dir', $dir);
+        putenv("CRONLOCK_LOCK_DIR=$dir");
         $e = self::guardRefusal(LockException::class, 'job');
         self::assertStringContainsString("$dir/job.lock", $e->getMessage());
     }

@@ -32,6 +32,10 @@ final class ExtensionInfoTest extends TestCase
         return $m[1];
     }
 
+    /**
+     * @group extension-only
+     * Needs the extension: php --ri cronlock.
+     */
     public function testPhpRiShowsTheCargoVersionAndTheIniSetting(): void
     {
         [$code, $out, $err] = $this->runCommand([...self::phpCommand(), '-d', 'cronlock.lock_dir=/srv/locks', '--ri', 'cronlock']);

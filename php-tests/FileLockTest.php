@@ -629,6 +629,10 @@ final class FileLockTest extends TestCase
         self::assertTrue($lock->release());
     }
 
+    /**
+     * @group extension-only
+     * Userland cannot detach a fork child's copy of the descriptor (README: cronlock/polyfill).
+     */
     public function testAForkChildDoesNotKeepTheLockAliveAfterTheParentIsKilled(): void
     {
         $path = "{$this->dir}/fork.lock";

@@ -207,6 +207,10 @@ final class RedisLockTest extends TestCase
 
     // ------------------------------------------------------------ extension
 
+    /**
+     * @group extension-only
+     * Needs the extension: php --ri cronlock.
+     */
     public function testPhpRiReportsRedisAndTlsSupport(): void
     {
         [$code, $out, $err] = $this->runCommand([...self::phpCommand(), '--ri', 'cronlock']);

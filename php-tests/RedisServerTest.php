@@ -138,6 +138,10 @@ final class RedisServerTest extends TestCase
         self::assertSame('PONG', $redis->command('PING'));
     }
 
+    /**
+     * @group extension-only
+     * Needs the extension: asserts extension_loaded() in the child.
+     */
     public function testProcHelperRunsChildrenWithTheExtension(): void
     {
         $p = Proc::run('echo extension_loaded("cronlock") ? "loaded" : "missing"; fwrite(STDERR, "err line\n"); exit(3);');
@@ -155,6 +159,8 @@ final class RedisServerTest extends TestCase
 
     /**
      * @runInSeparateProcess
+     * @group extension-only
+     * Needs the extension: asserts extension_loaded().
      */
     public function testSeparateProcessChildrenLoadTheExtension(): void
     {

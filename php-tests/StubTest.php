@@ -9,6 +9,9 @@ use PHPUnit\Framework\TestCase;
 /**
  * stubs/cronlock.stub.php is what IDEs and static analysis believe: it must
  * say exactly what the loaded extension declares.
+ *
+ * @group extension-only
+ * Needs the extension: compares the stub with the loaded extension.
  */
 final class StubTest extends TestCase
 {

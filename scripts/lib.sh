@@ -7,6 +7,8 @@
 #   ext_ini_dir   make a temp dir holding cronlock.ini; prints the dir
 #   use_ext       export PHP_INI_SCAN_DIR so every php started from here loads
 #                 the extension (on top of Debian's own conf.d ini files)
+#   ini_dir_without_redis  a scan dir of Debian's conf.d less phpredis; prints it
+#   php_wasm      run a PHP script on PHP 7.4 / 8.0 compiled to WebAssembly
 
 CRONLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # cargo's target dir: $CARGO_TARGET_DIR if set (relative: to the root, where
@@ -47,6 +49,8 @@ ensure_deps() {
         "mysql:mariadb-client"
         "psql:postgresql-client"
         "setpriv:util-linux"
+        "node:nodejs"
+        "npm:npm"
     )
     for pair in "${need[@]}"; do
         cmd="${pair%%:*}" pkg="${pair#*:}"
@@ -56,6 +60,9 @@ ensure_deps() {
     pkg_installed libclang-dev || missing+=(libclang-dev)
     # PostgreSQL's server binaries are not on PATH (/usr/lib/postgresql/N/bin)
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+    # cronlock/polyfill's Redis clients: phpredis, and predis for the run without it
+    pkg_installed "php$PHP_VER-redis" || missing+=("php$PHP_VER-redis")
+    pkg_installed php-predis || missing+=(php-predis)
     # pcntl (built into Debian's php-cli) and posix (php-common)
     if command -v php >/dev/null 2>&1; then
         php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \
@@ -116,6 +123,38 @@ use_ext() {
     export PHP_INI_SCAN_DIR="${PHP_INI_SCAN_DIR:-}:$dir"
     php -r 'exit(extension_loaded("cronlock") ? 0 : 1);' \
         || die "php does not load $CRONLOCK_EXT (PHP_INI_SCAN_DIR=$PHP_INI_SCAN_DIR)"
+}
+
+# ini_dir_without_redis: new temp dir of links to PHP's conf.d ini files
+# except phpredis', for PHP_INI_SCAN_DIR (without the leading ':'); prints it.
+ini_dir_without_redis() {
+    local dir conf f
+    dir="$(mktemp -d "${TMPDIR:-/tmp}/cronlock-ini-noredis.XXXXXX")"
+    conf="$(php -r 'echo PHP_CONFIG_FILE_SCAN_DIR;')"
+    for f in "$conf"/*.ini; do
+        [[ -e "$f" && "$f" != *redis* ]] && ln -s "$f" "$dir/"
+    done
+    printf '%s\n' "$dir"
+}
+
+# php_wasm VERSION SCRIPT ARGS...: run SCRIPT on PHP VERSION (7.4 or 8.0)
+# compiled to WebAssembly, under Node (npm packages @php-wasm/cli and
+# @php-wasm/node-7-4 / -8-0, installed once into $CRONLOCK_WASM_DIR, default
+# ~/.cache/cronlock/php-wasm; nothing global). The host file system is seen
+# as it is. Pinned, so a registry update cannot change what is tested.
+PHP_WASM_VERSION=3.1.56
+php_wasm() {
+    local version="$1" dir="${CRONLOCK_WASM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cronlock/php-wasm}"
+    shift
+    if [[ ! -f "$dir/$PHP_WASM_VERSION.ok" ]]; then
+        say "npm install @php-wasm/cli@$PHP_WASM_VERSION into $dir"
+        mkdir -p "$dir"
+        (cd "$dir" && npm install --silent --no-audit --no-fund --no-save \
+            "@php-wasm/cli@$PHP_WASM_VERSION" </dev/null) \
+            || die "npm install @php-wasm/cli@$PHP_WASM_VERSION failed"
+        touch "$dir/$PHP_WASM_VERSION.ok"
+    fi
+    env -u PHP_INI_SCAN_DIR PHP="$version" node "$dir/node_modules/@php-wasm/cli/php-wasm.js" "$@"
 }
 
 # A tiny LIFO of cleanup commands run on EXIT; they see the script's exit

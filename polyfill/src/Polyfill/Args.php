@@ -1,0 +1,120 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+/**
+ * Argument checks with the extension's messages: "$arg reason", \ValueError
+ * for a bad value (a class of our own on PHP 7), \TypeError for a wrong type.
+ *
+ * @internal
+ */
+final class Args
+{
+    /** Longest user-supplied name echoed in a message (decision D6). */
+    const NAME_MAX = 200;
+
+    public static function value(string $arg, string $reason): \Throwable
+    {
+        return new \ValueError("$arg $reason");
+    }
+
+    public static function type(string $arg, string $reason): \TypeError
+    {
+        return new \TypeError("$arg $reason");
+    }
+
+    /**
+     * @param mixed $options
+     * @param string[] $known
+     * @return array<string, mixed>
+     */
+    public static function options($options, array $known, string $arg = '$options'): array
+    {
+        foreach ($options as $key => $value) {
+            if (!in_array((string) $key, $known, true)) {
+                throw self::value($arg, sprintf(
+                    "has an unknown key '%s' (known: %s)",
+                    addcslashes(self::cut((string) $key), "\0..\37\\'"),
+                    implode(', ', $known)
+                ));
+            }
+        }
+        return $options;
+    }
+
+    /** @param array<string, mixed> $options */
+    public static function bool(array $options, string $key, bool $default, string $arg = '$options'): bool
+    {
+        if (!array_key_exists($key, $options)) {
+            return $default;
+        }
+        if (!is_bool($options[$key])) {
+            throw self::type("{$arg}['$key']", 'must be of type bool, ' . self::typeName($options[$key]) . ' given');
+        }
+        return $options[$key];
+    }
+
+    /** @param array<string, mixed> $options */
+    public static function int(array $options, string $key, string $arg = '$options'): ?int
+    {
+        $v = isset($options[$key]) ? $options[$key] : null;
+        if ($v !== null && !is_int($v)) {
+            throw self::type("{$arg}['$key']", 'must be of type ?int, ' . self::typeName($v) . ' given');
+        }
+        return $v;
+    }
+
+    /**
+     * int or float seconds, as PHP's float parameters accept; NaN refused.
+     *
+     * @param array<string, mixed> $options
+     */
+    public static function seconds(array $options, string $key, string $arg = '$options'): ?float
+    {
+        $v = isset($options[$key]) ? $options[$key] : null;
+        if ($v === null) {
+            return null;
+        }
+        if (!is_int($v) && !is_float($v)) {
+            throw self::type("{$arg}['$key']", 'must be of type ?float, ' . self::typeName($v) . ' given');
+        }
+        if (is_nan((float) $v)) {
+            throw self::value("{$arg}['$key']", 'must be a number, NaN given');
+        }
+        return (float) $v;
+    }
+
+    public static function timeout(float $timeout): float
+    {
+        if (is_nan($timeout)) {
+            throw self::value('$timeout', 'must be a number, NaN given');
+        }
+        return $timeout;
+    }
+
+    /** @param mixed $value */
+    public static function typeName($value): string
+    {
+        if ($value === null) {
+            return 'null';
+        }
+        if (is_object($value)) {
+            return get_class($value);
+        }
+        $map = ['boolean' => 'bool', 'integer' => 'int', 'double' => 'float', 'string' => 'string', 'array' => 'array'];
+        $t = gettype($value);
+        return isset($map[$t]) ? $map[$t] : 'resource';
+    }
+
+    /** A user-supplied name as messages show it: at most 200 characters, then "…". */
+    public static function cut(string $name): string
+    {
+        if (strlen($name) <= self::NAME_MAX) {
+            return $name;
+        }
+        $cut = substr($name, 0, self::NAME_MAX);
+        // Do not end inside a UTF-8 sequence.
+        $cut = preg_replace('/[\xC0-\xFF][\x80-\xBF]*$/', '', $cut);
+        return $cut . '…';
+    }
+}

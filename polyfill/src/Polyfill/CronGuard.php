@@ -1,0 +1,211 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+use CronLock\File;
+use CronLock\Guard;
+use CronLock\Lock;
+use CronLock\LockException;
+use CronLock\Redis;
+
+/**
+ * cron_guard(): decisions D2 (never release a hold it did not take), D3
+ * (another object of this process), D7 (a signal is not "busy"), D8 (a
+ * failing release), D10 (per-user lock directory).
+ *
+ * @internal
+ */
+final class CronGuard
+{
+    /** @var array<string, Lock> locks taken by running cron_guard() calls, released at shutdown */
+    private static $active = [];
+
+    /** @return mixed */
+    public static function run(callable $job, $lock, array $options)
+    {
+        Args::options($options, ['wait', 'max_runtime', 'on_busy']);
+        $wait = Args::seconds($options, 'wait');
+        $wait = $wait === null ? 0.0 : $wait;
+        $maxRuntime = Args::seconds($options, 'max_runtime');
+        if ($maxRuntime !== null && $maxRuntime <= 0) {
+            throw Args::value("\$options['max_runtime']", 'must be greater than 0');
+        }
+        if (isset($options['on_busy']) && !is_int($options['on_busy'])) {
+            throw Args::type("\$options['on_busy']", 'must be of type ?int, ' . Args::typeName($options['on_busy']) . ' given');
+        }
+        $onBusy = isset($options['on_busy']) ? $options['on_busy'] : null;
+        if ($onBusy !== null && ($onBusy < 0 || $onBusy > 255)) {
+            throw Args::value("\$options['on_busy']", 'must be an exit status between 0 and 255');
+        }
+        $lock = self::resolve($lock);
+
+        $alreadyHeld = $lock->isHeld();
+        $acquired = $lock->acquire($wait); // a backend failure propagates as it is (D7)
+        if (!$acquired) {
+            $why = ($lock instanceof File || $lock instanceof Redis) ? Registry::takeRefusal(spl_object_hash($lock)) : null;
+            if ($why === 'signal') {
+                error_log('cron_guard: waiting for lock ' . self::what($lock) . ' was interrupted by a signal; skipping this run');
+                return null;
+            }
+            error_log($why === 'self'
+                ? sprintf('cron_guard: lock %s is held by this process (pid %d) through another lock object; skipping this run', self::what($lock), Process::pid())
+                : sprintf('cron_guard: lock %s is held by %s; skipping this run', self::what($lock), self::holder($lock)));
+            if ($onBusy !== null) {
+                exit($onBusy);
+            }
+            return null;
+        }
+
+        $guard = (new \ReflectionClass(Guard::class))->newInstanceWithoutConstructor();
+        $deadline = $maxRuntime === null ? null : microtime(true) + $maxRuntime;
+        \Closure::bind(function () use ($lock, $deadline) {
+            $this->lock = $lock;
+            $this->deadline = $deadline;
+        }, $guard, Guard::class)();
+
+        $slot = null;
+        if (!$alreadyHeld) {
+            $slot = spl_object_hash($lock) . ':' . count(self::$active);
+            self::$active[$slot] = $lock;
+        }
+        try {
+            $result = $job($guard);
+        } catch (\Throwable $e) {
+            self::finish($slot, $lock, false);
+            throw $e;
+        }
+        self::finish($slot, $lock, true);
+        return $result;
+    }
+
+    /** Shutdown: release what running cron_guard() calls took (exit(), fatal errors). */
+    public static function releaseAll()
+    {
+        foreach (array_reverse(self::$active, true) as $slot => $lock) {
+            unset(self::$active[$slot]);
+            try {
+                $lock->release();
+            } catch (\Throwable $e) {
+                error_log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
+            }
+        }
+    }
+
+    /** D8: a failing release is logged; thrown only when the job returned normally. */
+    private static function finish($slot, Lock $lock, bool $jobReturned)
+    {
+        if ($slot === null) {
+            return; // D2: not ours to release
+        }
+        unset(self::$active[$slot]);
+        try {
+            $lock->release();
+        } catch (\Throwable $e) {
+            error_log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
+            if ($jobReturned) {
+                throw $e;
+            }
+        }
+    }
+
+    private static function resolve($lock): Lock
+    {
+        if ($lock instanceof Lock) {
+            return $lock;
+        }
+        if (is_string($lock)) {
+            $valid = $lock !== '' && strlen($lock) <= 200 && $lock !== '.' && $lock !== '..'
+                && preg_match('/^[A-Za-z0-9._-]+$/', $lock);
+            if (!$valid) {
+                throw Args::value('$lock', sprintf(
+                    "must be a lock name of 1 to 200 characters [A-Za-z0-9._-], '%s' given",
+                    addcslashes(Args::cut($lock), "\0..\37\\'\x7f..\xff")
+                ));
+            }
+            return self::fileLock($lock);
+        }
+        if ($lock === null) {
+            return self::fileLock(self::scriptLockName());
+        }
+        throw Args::type('$lock', 'must be of type CronLock\Lock|string|null, ' . Args::typeName($lock) . ' given');
+    }
+
+    private static function fileLock(string $name): File
+    {
+        list($dir, $mode) = LockDir::resolve();
+        return new File("$dir/$name.lock", ['mode' => $mode]);
+    }
+
+    /** `<basename>.<FNV-1a 64 of its real path, hex>`, as the extension names it. */
+    private static function scriptLockName(): string
+    {
+        // The first file PHP ran that is not an auto_prepend_file nor this package.
+        $prepend = (string) ini_get('auto_prepend_file');
+        $prepend = $prepend === '' ? '' : (string) realpath($prepend);
+        $package = dirname(__DIR__, 2) . '/';
+        $main = null;
+        foreach (get_included_files() as $file) {
+            if ($file !== $prepend && strncmp($file, $package, strlen($package)) !== 0) {
+                $main = $file;
+                break;
+            }
+        }
+        if ($main === null || !is_file($main)) {
+            throw Args::value('$lock', 'is null but there is no main script file to name the lock after (php -r or stdin?); pass a lock name');
+        }
+        $real = realpath($main);
+        $real = $real === false ? $main : $real;
+        $base = substr((string) preg_replace('/[^A-Za-z0-9._-]/', '_', basename($real)), 0, 100);
+        return $base . '.' . self::fnv1a64($real);
+    }
+
+    /** FNV-1a 64 with 16-bit limbs: PHP integers overflow into floats. */
+    public static function fnv1a64(string $bytes): string
+    {
+        $h = [0x2325, 0x8422, 0x9ce4, 0xcbf2]; // 0xcbf29ce484222325, least significant first
+        $len = strlen($bytes);
+        for ($i = 0; $i < $len; $i++) {
+            $h[0] ^= ord($bytes[$i]);
+            // times 0x100000001b3 = 0x1b3 + (0x100 << 32), modulo 2^64
+            $r0 = $h[0] * 0x1b3;
+            $r1 = $h[1] * 0x1b3 + ($r0 >> 16);
+            $r2 = $h[2] * 0x1b3 + $h[0] * 0x100 + ($r1 >> 16);
+            $r3 = $h[3] * 0x1b3 + $h[1] * 0x100 + ($r2 >> 16);
+            $h = [$r0 & 0xffff, $r1 & 0xffff, $r2 & 0xffff, $r3 & 0xffff];
+        }
+        return sprintf('%04x%04x%04x%04x', $h[3], $h[2], $h[1], $h[0]);
+    }
+
+    private static function what(Lock $lock): string
+    {
+        if ($lock instanceof File) {
+            return Args::cut($lock->path());
+        }
+        if ($lock instanceof Redis) {
+            return "redis key '" . Args::cut($lock->key()) . "'";
+        }
+        return get_class($lock);
+    }
+
+    private static function holder(Lock $lock): string
+    {
+        if ($lock instanceof File) {
+            try {
+                $pid = $lock->holderPid();
+            } catch (LockException $e) {
+                $pid = null;
+            }
+            if ($pid !== null) {
+                return "pid $pid";
+            }
+        } elseif ($lock instanceof Redis) {
+            $value = \Closure::bind(function () {
+                return $this->lastHolder;
+            }, $lock, Redis::class)();
+            if (is_string($value) && preg_match('/^[^:]*:([0-9]+)@(.*)$/s', $value, $m)) {
+                return "pid {$m[1]} on " . Args::cut($m[2]);
+            }
+        }
+        return 'another process (pid unknown)';
+    }
+}

@@ -1,0 +1,255 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+use CronLock\LockException;
+
+/**
+ * The file system calls of CronLock\File, in userland: a safe open (no
+ * symlink, regular files only, identity checked before and after), network
+ * file systems from /proc/self/mountinfo, and the kernel's view of flock()
+ * holders from /proc/locks.
+ *
+ * @internal
+ */
+final class FileSystem
+{
+    /** Where flock() is unreliable (the extension's list, by mountinfo type). */
+    const UNRELIABLE = [
+        'nfs' => 'nfs', 'nfs4' => 'nfs', 'smb' => 'smb', 'smbfs' => 'smb', 'smb3' => 'smb2',
+        'cifs' => 'cifs', '9p' => '9p', 'ceph' => 'ceph', 'afs' => 'afs', 'kafs' => 'kafs',
+        'coda' => 'coda', 'lustre' => 'lustre', 'gfs2' => 'gfs2', 'ocfs2' => 'ocfs2',
+    ];
+
+    /** @var array<int, string|null> device => unreliable file system name */
+    private static $fsByDev = [];
+
+    /**
+     * Opens (creating with $mode minus umask if missing) without truncating.
+     * The path must name a regular file, not a symlink, both before the open
+     * and after it (same device and inode as the open file), so a symlink or
+     * FIFO swapped in meanwhile is never used. Close-on-exec where PHP's
+     * fopen() knows the 'e' flag (PHP 8); read-only when not writable for us.
+     *
+     * @return array{handle: resource, id: array{dev: int, ino: int, size: int, writable: bool}}
+     */
+    public static function openLockFile(string $path, int $mode): array
+    {
+        $shown = Args::cut($path);
+        for ($try = 0; $try < 10; $try++) {
+            clearstatcache(true, $path);
+            $before = self::lstatId($path);
+            $writable = true;
+            $created = false;
+            if ($before === null) {
+                $umask = umask();
+                umask($umask | (0666 & ~$mode));
+                $handle = @fopen($path, 'x+e');
+                umask($umask);
+                if ($handle === false) {
+                    $reason = self::lastReason();
+                    clearstatcache(true, $path);
+                    if (self::lstatId($path) !== null) {
+                        continue; // created by someone else meanwhile: open theirs
+                    }
+                    throw new LockException("cannot open lock file $shown: $reason");
+                }
+                $created = true;
+            } else {
+                if ($before['link']) {
+                    throw new LockException("cannot open lock file $shown: it is a symbolic link, which cronlock never follows");
+                }
+                if (!$before['regular']) {
+                    throw new LockException("cannot use lock file $shown: not a regular file (it is {$before['kind']})");
+                }
+                $handle = @fopen($path, 'c+e');
+                if ($handle === false) {
+                    $reason = self::lastReason();
+                    $writable = false;
+                    $handle = @fopen($path, 're');
+                    if ($handle === false) {
+                        throw new LockException("cannot open lock file $shown: $reason");
+                    }
+                }
+            }
+            $st = fstat($handle);
+            if ($st === false || ($st['mode'] & 0170000) !== 0100000) {
+                fclose($handle);
+                throw new LockException("cannot use lock file $shown: not a regular file (it is " . self::kind($st === false ? 0 : $st['mode']) . ')');
+            }
+            clearstatcache(true, $path);
+            $after = self::lstatId($path);
+            if ($after === null || $after['link'] || $after['dev'] !== $st['dev'] || $after['ino'] !== $st['ino']) {
+                fclose($handle); // replaced while we opened it: start over
+                continue;
+            }
+            stream_set_read_buffer($handle, 0);
+            stream_set_write_buffer($handle, 0);
+            self::refuseForeignInSharedDir($path, $st['uid'], $handle);
+            // fopen() creates with 0666 minus umask: bits beyond that (and
+            // file systems that ignore the umask, as PHP on WebAssembly's)
+            // need a chmod, on the file we just checked the path names.
+            if ($created && ($st['mode'] & 07777) !== ($mode & ~$umask & 07777)) {
+                @chmod($path, $mode & ~$umask);
+            }
+            return ['handle' => $handle, 'id' => ['dev' => $st['dev'], 'ino' => $st['ino'], 'size' => $st['size'], 'writable' => $writable]];
+        }
+        throw new LockException("cannot open lock file $shown: it was replaced on every attempt to open it");
+    }
+
+    /**
+     * D10: a lock file in a world-writable directory owned by another
+     * non-root user is theirs to hold forever: refused.
+     *
+     * @param resource $handle closed when refused
+     */
+    private static function refuseForeignInSharedDir(string $path, int $uid, $handle)
+    {
+        if ($uid === 0) {
+            return;
+        }
+        $dir = @stat(dirname($path));
+        if ($dir === false || ($dir['mode'] & 0002) === 0) {
+            return;
+        }
+        $euid = Process::euid();
+        if ($uid !== $euid) {
+            fclose($handle);
+            throw new LockException(sprintf(
+                'lock file %s is owned by uid %d, who could hold it forever; it is in a world-writable directory: use a directory only you (uid %d) can write to',
+                Args::cut($path),
+                $uid,
+                $euid
+            ));
+        }
+    }
+
+    /** @return array{dev: int, ino: int, link: bool, regular: bool, kind: string}|null null when missing */
+    public static function lstatId(string $path)
+    {
+        $st = @lstat($path);
+        if ($st === false) {
+            return null;
+        }
+        $type = $st['mode'] & 0170000;
+        return [
+            'dev' => $st['dev'],
+            'ino' => $st['ino'],
+            'link' => $type === 0120000,
+            'regular' => $type === 0100000,
+            'kind' => self::kind($st['mode']),
+        ];
+    }
+
+    private static function kind(int $mode): string
+    {
+        $kinds = [0040000 => 'a directory', 0010000 => 'a FIFO', 0020000 => 'a character device',
+            0060000 => 'a block device', 0140000 => 'a socket', 0120000 => 'a symlink'];
+        $type = $mode & 0170000;
+        return isset($kinds[$type]) ? $kinds[$type] : 'not a regular file';
+    }
+
+    /** The unreliable file system $path is on (by its device in /proc/self/mountinfo), else null. */
+    public static function unreliableFs(string $path, int $dev)
+    {
+        if (array_key_exists($dev, self::$fsByDev)) {
+            return self::$fsByDev[$dev];
+        }
+        $info = @file_get_contents('/proc/self/mountinfo');
+        if ($info === false) {
+            return null; // not Linux, or no /proc: cannot tell (see the README)
+        }
+        $want = self::major($dev) . ':' . self::minor($dev);
+        $byPrefix = null;
+        $bestLen = -1;
+        $real = realpath(dirname($path));
+        foreach (explode("\n", $info) as $line) {
+            // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
+            $halves = explode(' - ', $line, 2);
+            if (count($halves) !== 2) {
+                continue;
+            }
+            $left = explode(' ', $halves[0]);
+            $type = explode(' ', $halves[1])[0];
+            if (count($left) < 5) {
+                continue;
+            }
+            $base = strpos($type, '.') === false ? $type : substr($type, 0, strpos($type, '.'));
+            $fs = isset(self::UNRELIABLE[$base]) ? self::UNRELIABLE[$base] : null;
+            if ($left[2] === $want) {
+                return self::$fsByDev[$dev] = $fs;
+            }
+            // Overlay and btrfs report another device in stat(): longest mount point prefix.
+            $point = stripcslashes(str_replace(['\\040', '\\011', '\\012', '\\134'], [' ', "\t", "\n", '\\'], $left[4]));
+            if ($real !== false && ($point === '/' || strpos($real . '/', rtrim($point, '/') . '/') === 0) && strlen($point) > $bestLen) {
+                $bestLen = strlen($point);
+                $byPrefix = $fs;
+            }
+        }
+        return self::$fsByDev[$dev] = $byPrefix;
+    }
+
+    private static function major(int $dev): int
+    {
+        return (($dev >> 8) & 0xfff) | (($dev >> 32) & ~0xfff);
+    }
+
+    private static function minor(int $dev): int
+    {
+        return ($dev & 0xff) | (($dev >> 12) & ~0xff);
+    }
+
+    /**
+     * Pids holding a flock() lock on exactly this device and inode, as
+     * /proc/locks says (it never touches the lock); null when unreadable.
+     *
+     * @return int[]|null
+     */
+    public static function flockHolders(int $dev, int $ino)
+    {
+        $text = @file_get_contents('/proc/locks');
+        if ($text === false) {
+            return null;
+        }
+        $want = sprintf('%02x:%02x:%d', self::major($dev), self::minor($dev), $ino);
+        $pids = [];
+        foreach (explode("\n", $text) as $line) {
+            // "1: FLOCK  ADVISORY  WRITE 4242 08:02:131 0 EOF"; waiters have "->"
+            $f = preg_split('/\s+/', trim($line));
+            if (count($f) >= 6 && $f[1] === 'FLOCK' && $f[5] === $want && ctype_digit($f[4])) {
+                $pids[] = (int) $f[4];
+            }
+        }
+        return $pids;
+    }
+
+    /** Whether process $pid has a descriptor open on this very file (Linux /proc/<pid>/fd). */
+    public static function hasOpen(int $pid, int $dev, int $ino): bool
+    {
+        $fds = @scandir("/proc/$pid/fd");
+        if ($fds === false) {
+            return false; // gone, or another user's: cannot confirm, so not named (D12)
+        }
+        foreach ($fds as $fd) {
+            if ($fd === '.' || $fd === '..') {
+                continue;
+            }
+            $st = @stat("/proc/$pid/fd/$fd");
+            if ($st !== false && $st['dev'] === $dev && $st['ino'] === $ino) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The OS reason of the last failed call, without PHP's "fopen(...): " prefix. */
+    public static function lastReason(): string
+    {
+        $e = error_get_last();
+        if ($e === null) {
+            return 'unknown error';
+        }
+        $pos = strrpos($e['message'], ': ');
+        return $pos === false ? $e['message'] : substr($e['message'], $pos + 2);
+    }
+}

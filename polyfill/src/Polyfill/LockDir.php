@@ -1,0 +1,73 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+use CronLock\LockException;
+
+/**
+ * The directory of cron_guard()'s named and script locks (decision D10).
+ *
+ * The extension reads ini cronlock.lock_dir; PHP cannot register an ini
+ * setting from userland, so the polyfill reads, in this order: the
+ * environment variable CRONLOCK_LOCK_DIR (set it with putenv() at run time),
+ * then cronlock.lock_dir from php.ini or `php -d` (get_cfg_var()).
+ * Empty or unset: a per-user directory, as in the extension.
+ *
+ * @internal
+ */
+final class LockDir
+{
+    /** @return array{0: string, 1: int} the directory, and the mode of new lock files in it */
+    public static function resolve(): array
+    {
+        $setting = getenv('CRONLOCK_LOCK_DIR');
+        if ($setting === false) {
+            $setting = get_cfg_var('cronlock.lock_dir');
+        }
+        $setting = is_string($setting) ? $setting : '';
+        if ($setting !== '') {
+            $dir = rtrim($setting, '/');
+            $dir = $dir === '' ? '/' : $dir;
+            $st = @stat($dir);
+            // Anyone could swap our lock file for theirs in such a directory.
+            if ($st !== false && ($st['mode'] & 0002) !== 0 && ($st['mode'] & 01000) === 0) {
+                throw new LockException(sprintf(
+                    'lock directory %s is world-writable without the sticky bit; chmod +t it or set cronlock.lock_dir to a safer directory',
+                    Args::cut($dir)
+                ));
+            }
+            return [$dir, 0644]; // shared on purpose by whoever set it
+        }
+        $euid = Process::euid();
+        if ($euid === 0) {
+            $dir = '/run/cronlock';
+        } else {
+            $base = is_dir('/run/lock') && is_writable('/run/lock') ? '/run/lock' : rtrim(sys_get_temp_dir(), '/');
+            $dir = "$base/cronlock-$euid";
+        }
+        if (!is_dir($dir) && !@mkdir($dir, 0700) && !is_dir($dir)) {
+            throw new LockException("cannot create lock directory $dir: " . FileSystem::lastReason());
+        }
+        clearstatcache(true, $dir);
+        $st = @lstat($dir);
+        if ($st === false || ($st['mode'] & 0170000) !== 0040000) {
+            throw new LockException("lock directory $dir is not a directory (a symlink?); remove it or set cronlock.lock_dir");
+        }
+        if ($st['uid'] !== $euid) {
+            throw new LockException(sprintf(
+                'lock directory %s is owned by uid %d, not by us (uid %d): another user could block or pre-create our locks; remove it or set cronlock.lock_dir',
+                $dir,
+                $st['uid'],
+                $euid
+            ));
+        }
+        if (($st['mode'] & 0022) !== 0) {
+            throw new LockException(sprintf(
+                'lock directory %s (owner uid %d) is writable by group or others; chmod 0700 it or set cronlock.lock_dir',
+                $dir,
+                $st['uid']
+            ));
+        }
+        return [$dir, 0600];
+    }
+}

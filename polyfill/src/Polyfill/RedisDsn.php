@@ -1,0 +1,142 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+/**
+ * A parsed redis://, rediss:// or unix:// DSN, as the extension accepts them.
+ *
+ * @internal
+ */
+final class RedisDsn
+{
+    /** @var string 'tcp', 'tls' or 'unix' */
+    public $transport;
+    /** @var string host name, IP address, or socket path */
+    public $host;
+    /** @var int */
+    public $port = 6379;
+    /** @var int */
+    public $db = 0;
+    /** @var string|null */
+    public $user;
+    /** @var string|null */
+    public $password;
+    /** @var bool rediss://…#insecure: no certificate checks */
+    public $insecure = false;
+
+    /**
+     * @throws \ValueError for a malformed DSN (the message never holds the password)
+     * @throws \CronLock\LockException for a kind of DSN only the extension supports
+     */
+    public static function parse(
+        #[\SensitiveParameter]
+        string $dsn
+    ): self
+    {
+        if (preg_match('/[\x00-\x1f\x7f]/', $dsn)) {
+            throw Args::value('$dsn', 'must not contain NUL bytes or other control characters');
+        }
+        if (trim($dsn) !== $dsn) {
+            throw Args::value('$dsn', 'must not have leading or trailing spaces');
+        }
+        $bad = function ($why) {
+            return Args::value('$dsn', "must look like redis://[[user]:password@]host[:port][/db], rediss://… or unix:///path/to/redis.sock ($why)");
+        };
+        if (!preg_match('#^([a-z][a-z0-9+.-]*)://(.*)$#is', $dsn, $m)) {
+            throw $bad('no scheme');
+        }
+        $scheme = strtolower($m[1]);
+        $rest = $m[2];
+        if (in_array($scheme, ['redis-sentinel', 'rediss-sentinel', 'redis-cluster', 'rediss-cluster'], true)) {
+            throw new \CronLock\LockException("$scheme:// DSNs need the cronlock extension; cronlock/polyfill supports redis://, rediss:// and unix:// (one server)");
+        }
+        $self = new self();
+        $fragment = '';
+        if (($hash = strpos($rest, '#')) !== false) {
+            $fragment = substr($rest, $hash + 1);
+            $rest = substr($rest, 0, $hash);
+        }
+        $query = [];
+        if (($q = strpos($rest, '?')) !== false) {
+            parse_str(substr($rest, $q + 1), $query);
+            $rest = substr($rest, 0, $q);
+        }
+        if ($scheme === 'unix') {
+            if ($rest === '' || $rest[0] !== '/') {
+                throw $bad('a socket path must be absolute');
+            }
+            $self->transport = 'unix';
+            $self->host = rawurldecode($rest);
+            $self->port = 0;
+            if (isset($query['db'])) {
+                $self->db = self::db((string) $query['db'], $bad);
+            }
+            $self->user = isset($query['user']) && $query['user'] !== '' ? (string) $query['user'] : null;
+            $self->password = isset($query['pass']) && $query['pass'] !== '' ? (string) $query['pass'] : null;
+            return $self;
+        }
+        if ($scheme !== 'redis' && $scheme !== 'rediss') {
+            throw $bad('unknown scheme');
+        }
+        $self->transport = $scheme === 'rediss' ? 'tls' : 'tcp';
+        $self->insecure = $scheme === 'rediss' && $fragment === 'insecure';
+        $slash = strpos($rest, '/');
+        $authority = $slash === false ? $rest : substr($rest, 0, $slash);
+        $path = $slash === false ? '' : substr($rest, $slash + 1);
+        if (($at = strrpos($authority, '@')) !== false) {
+            $userinfo = substr($authority, 0, $at);
+            $authority = substr($authority, $at + 1);
+            $colon = strpos($userinfo, ':');
+            $user = $colon === false ? $userinfo : substr($userinfo, 0, $colon);
+            $password = $colon === false ? '' : substr($userinfo, $colon + 1);
+            // redis://secret@host: a lone user info is the password, as in the redis crate.
+            if ($colon === false) {
+                list($user, $password) = ['', $user];
+            }
+            $self->user = $user === '' ? null : rawurldecode($user);
+            $self->password = $password === '' ? null : rawurldecode($password);
+        }
+        if (preg_match('/^\[([0-9a-fA-F:.]+)\](?::([0-9]+))?$/', $authority, $hm)) {
+            $self->host = $hm[1];
+            $port = isset($hm[2]) ? $hm[2] : '';
+        } elseif (preg_match('/^([^:\[\]]+)(?::([0-9]*))?$/', $authority, $hm)) {
+            $self->host = rawurldecode($hm[1]);
+            $port = isset($hm[2]) ? $hm[2] : '';
+        } else {
+            throw $bad('no valid host');
+        }
+        if ($port !== '') {
+            if ((int) $port < 1 || (int) $port > 65535) {
+                throw $bad('invalid port number');
+            }
+            $self->port = (int) $port;
+        }
+        if ($path !== '') {
+            $self->db = self::db($path, $bad);
+        } elseif (isset($query['db'])) {
+            $self->db = self::db((string) $query['db'], $bad);
+        }
+        return $self;
+    }
+
+    private static function db(string $db, callable $bad): int
+    {
+        if ($db !== '' && $db[0] === '-' && ctype_digit(substr($db, 1))) {
+            throw Args::value('$dsn', 'must not name a negative database');
+        }
+        if (!ctype_digit($db) || strlen($db) > 9) {
+            throw $bad('invalid database number');
+        }
+        return (int) $db;
+    }
+
+    /** host:port or the socket path, for messages and the busy line. */
+    public function address(): string
+    {
+        if ($this->transport === 'unix') {
+            return $this->host;
+        }
+        $host = strpos($this->host, ':') !== false ? "[{$this->host}]" : $this->host;
+        return "$host:{$this->port}";
+    }
+}

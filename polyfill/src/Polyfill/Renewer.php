@@ -1,0 +1,144 @@
+<?php
+
+namespace CronLock\Polyfill;
+
+use CronLock\LockException;
+
+/**
+ * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
+ * lock object, with its own connection renews the key every ttl/3 with the
+ * token-checked renew script while the lock is held ("HOLD <n> <token>"
+ * until "IDLE" on its stdin). It learns everything, the password included,
+ * on its stdin (never argv, which `ps` shows), and exits as soon as that
+ * pipe closes: when the lock object goes away, and when this process dies
+ * (kill -9 included), so a dead holder's key still expires within one TTL.
+ * It reports each renewal ("RENEWED <n> <unix time until which the key is
+ * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
+ *
+ * @internal
+ */
+final class Renewer
+{
+    /** @var resource */
+    private $proc;
+    /** @var resource */
+    private $in;
+    /** @var resource */
+    private $out;
+    /** @var string */
+    private $buffer = '';
+    /** @var int */
+    private $ownerPid;
+
+    public static function start(RedisDsn $dsn, string $library, string $key, float $ttl, float $connectTimeout, float $readTimeout): self
+    {
+        $php = PHP_BINARY;
+        if (!in_array(PHP_SAPI, ['cli', 'phpdbg'], true) || $php === '' || !is_executable($php)) {
+            $php = PHP_BINDIR . '/php'; // php-fpm's PHP_BINARY is php-fpm itself
+        }
+        $command = 'exec ' . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
+        $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']];
+        $pipes = [];
+        $proc = function_exists('proc_open') ? @proc_open($command, $spec, $pipes) : false;
+        if (!is_resource($proc)) {
+            throw new LockException("cannot start the auto-renew process ($php): " . FileSystem::lastReason());
+        }
+        $self = new self();
+        $self->proc = $proc;
+        $self->in = $pipes[0];
+        $self->out = $pipes[1];
+        $self->ownerPid = Process::pid();
+        stream_set_blocking($self->out, false);
+        $job = [
+            'library' => $library,
+            'autoload' => self::predisAutoload($library),
+            'dsn' => get_object_vars($dsn),
+            'key' => $key,
+            'ttl' => $ttl,
+            'connect_timeout' => $connectTimeout,
+            'read_timeout' => $readTimeout,
+        ];
+        fwrite($self->in, json_encode($job) . "\n");
+        fflush($self->in);
+        return $self;
+    }
+
+    /** The file that makes predis autoloadable in the helper (Composer's, or predis' own). */
+    private static function predisAutoload(string $library): ?string
+    {
+        if ($library !== 'predis') {
+            return null;
+        }
+        if (class_exists('Composer\Autoload\ClassLoader', false)) {
+            $vendor = dirname(dirname((string) (new \ReflectionClass('Composer\Autoload\ClassLoader'))->getFileName()));
+            if (is_file("$vendor/autoload.php")) {
+                return "$vendor/autoload.php";
+            }
+        }
+        $file = (string) (new \ReflectionClass('Predis\Client'))->getFileName();
+        $auto = dirname($file) . '/Autoloader.php';
+        return is_file($auto) ? $auto : null;
+    }
+
+    /** Renew $token from now on (it belongs to acquisition number $seq); false if the helper is gone. */
+    public function hold(int $seq, string $token): bool
+    {
+        return @fwrite($this->in, "HOLD $seq $token\n") !== false && @fflush($this->in);
+    }
+
+    /** Stop renewing (the process stays for the next acquire). */
+    public function idle()
+    {
+        if ($this->proc !== null && Process::pid() === $this->ownerPid) {
+            @fwrite($this->in, "IDLE\n");
+            @fflush($this->in);
+        }
+    }
+
+    /** @return array<int, array{0: string, 1: int, 2: float}> ['RENEWED', n, until] or ['LOST', n, 0.0] */
+    public function reports(): array
+    {
+        if (Process::pid() !== $this->ownerPid) {
+            return [];
+        }
+        $chunk = @fread($this->out, 8192);
+        if (is_string($chunk)) {
+            $this->buffer .= $chunk;
+        }
+        $reports = [];
+        while (($nl = strpos($this->buffer, "\n")) !== false) {
+            $line = substr($this->buffer, 0, $nl);
+            $this->buffer = (string) substr($this->buffer, $nl + 1);
+            $f = explode(' ', $line);
+            if ($f[0] === 'LOST' && count($f) === 2) {
+                $reports[] = ['LOST', (int) $f[1], 0.0];
+            } elseif ($f[0] === 'RENEWED' && count($f) === 3) {
+                $reports[] = ['RENEWED', (int) $f[1], (float) $f[2]];
+            }
+        }
+        return $reports;
+    }
+
+    /** Closing its stdin ends it; then wait for it (it is between renewals, or in one bounded by read_timeout). */
+    public function stop()
+    {
+        if ($this->proc === null || Process::pid() !== $this->ownerPid) {
+            return;
+        }
+        @fclose($this->in);
+        @fclose($this->out);
+        @proc_close($this->proc);
+        $this->proc = null;
+    }
+
+    /** In a fork child: the parent's helper, not ours to stop. */
+    public function disown()
+    {
+        $this->ownerPid = -1;
+    }
+
+    public function __destruct()
+    {
+        $this->stop();
+    }
+}

@@ -1,0 +1,119 @@
+<?php
+
+// The auto-renew helper process of cronlock/polyfill's CronLock\Redis (see
+// Renewer.php). Reads its job as one JSON line on stdin; renews every ttl/3;
+// exits when stdin closes (released, or the holder died) or the key is lost.
+
+spl_autoload_register(static function ($class) {
+    if (strncmp($class, 'CronLock\\Polyfill\\', 18) === 0) {
+        $name = substr($class, 18);
+        $file = __DIR__ . '/' . (in_array($name, ['PhpRedisClient', 'PredisClient', 'RedisFailure'], true) ? 'RedisClient' : $name) . '.php';
+        if (is_file($file)) {
+            require_once $file;
+        }
+    }
+});
+
+// Everything comes through one fread() buffer: a buffered fgets() would keep
+// lines that stream_select() then never reports.
+$pending = '';
+while (($nl = strpos($pending, "\n")) === false) {
+    $data = fread(STDIN, 8192);
+    if ($data === '' || $data === false) {
+        exit(1);
+    }
+    $pending .= $data;
+}
+$job = json_decode(substr($pending, 0, $nl), true);
+$pending = (string) substr($pending, $nl + 1);
+if (!is_array($job)) {
+    exit(1);
+}
+if ($job['autoload'] !== null) {
+    require_once $job['autoload'];
+    if (class_exists('Predis\Autoloader', false)) {
+        Predis\Autoloader::register();
+    }
+}
+$dsn = new CronLock\Polyfill\RedisDsn();
+foreach ($job['dsn'] as $field => $value) {
+    $dsn->$field = $value;
+}
+$ttl = (float) $job['ttl'];
+$period = $ttl / 3;
+$ttlMs = (string) max(1, (int) ceil($ttl * 1000));
+$renew = "
+-- KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+$client = null;
+$token = null;   // what we renew now; null: idle
+$seq = 0;
+$validUntil = 0.0;
+$next = 0.0;
+while (true) {
+    if (strpos($pending, "\n") !== false) {
+        $ready = 1; // lines already read
+    } else {
+        $read = [STDIN];
+        $none = null;
+        if ($token === null) {
+            $ready = @stream_select($read, $none, $none, null);
+        } else {
+            $left = max(0.0, $next - microtime(true));
+            $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
+        }
+        if ($ready === false) {
+            continue; // a signal
+        }
+        if ($ready > 0) {
+            $data = fread(STDIN, 8192);
+            if ($data === '' || $data === false) {
+                exit(0); // the lock object or its process is gone
+            }
+            $pending .= $data;
+        }
+    }
+    if ($ready > 0) {
+        while (($nl = strpos($pending, "\n")) !== false) {
+            $f = explode(' ', substr($pending, 0, $nl));
+            $pending = (string) substr($pending, $nl + 1);
+            if ($f[0] === 'HOLD' && count($f) === 3) {
+                list(, $seq, $token) = $f;
+                $validUntil = microtime(true) + $ttl;
+                $next = microtime(true) + $period;
+            } elseif ($f[0] === 'IDLE') {
+                $token = null;
+            }
+        }
+        continue;
+    }
+    $sent = microtime(true);
+    try {
+        if ($client === null) {
+            $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
+        }
+        if ((int) $client->script($renew, [$job['key']], [$token, $ttlMs]) !== 1) {
+            echo "LOST $seq\n";
+            $token = null;
+            continue;
+        }
+        $validUntil = $sent + $ttl;
+        printf("RENEWED %d %.6F\n", $seq, $validUntil);
+        $next = $sent + $period;
+    } catch (Throwable $e) {
+        if ($client !== null) {
+            $client->close();
+            $client = null;
+        }
+        if (microtime(true) >= $validUntil) {
+            echo "LOST $seq\n";
+            $token = null;
+            continue;
+        }
+        $next = microtime(true) + min($period, 1.0);
+    }
+}
