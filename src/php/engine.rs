@@ -69,12 +69,3 @@ pub fn display_ini_entries(module: *mut ModuleEntry) {
     // SAFETY: `module` is the entry the engine passed to our info function.
     unsafe { php_display_ini_entries(module) };
 }
-
-/// Whether the engine has work waiting at its next opcode: a `pcntl` signal
-/// handler (with `pcntl_async_signals(true)`) or `max_execution_time`.
-pub fn vm_interrupted() -> bool {
-    let globals = ExecutorGlobals::get();
-    // SAFETY: a plain read of a flag that signal handlers set; volatile so
-    // it is read anew on every call of a wait loop.
-    unsafe { std::ptr::read_volatile(&raw const globals.vm_interrupt.value) }
-}

@@ -1,5 +1,6 @@
 //! `CronLock\File`: an flock(2) lock file.
 
+use super::args::{Bytes, NullableFloat, OptionalFloat};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
 use crate::lock::file::{FileLock, FileOptions};
@@ -7,6 +8,8 @@ use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 #[php_class]
@@ -19,7 +22,7 @@ pub struct File {
 
 #[php_impl]
 impl File {
-    pub fn __construct(path: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+    pub fn __construct(path: Bytes, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         let options = Options::new("$options", options, &["mode", "shared", "allow_network_fs"])?;
         let defaults = FileOptions::default();
         // Out of range (negative too) is refused, once, by FileLock::open.
@@ -33,7 +36,10 @@ impl File {
                 .bool("allow_network_fs")?
                 .unwrap_or(defaults.allow_network_fs),
         };
-        Ok(File::new(FileLock::open(Path::new(&path), file_options)?))
+        Ok(File::new(FileLock::open(
+            Path::new(OsStr::from_bytes(&path.0)),
+            file_options,
+        )?))
     }
 
     pub fn holder_pid(&self) -> PhpResult<Option<i64>> {
@@ -44,15 +50,14 @@ impl File {
         self.lock.path().to_string_lossy().into_owned()
     }
 
-    #[php(defaults(timeout = 0.0))]
-    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
+    pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
         Ok(self
             .lock
-            .acquire(Wait::from_seconds("$timeout", timeout)?)?)
+            .acquire(Wait::from_seconds("$timeout", timeout.or(0.0))?)?)
     }
 
     /// flock(2) has no expiry: holding is all there is to renew.
-    pub fn renew(&mut self, ttl: Option<f64>) -> bool {
+    pub fn renew(&mut self, ttl: NullableFloat) -> bool {
         let _ = ttl;
         self.lock.is_held()
     }

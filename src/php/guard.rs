@@ -154,15 +154,27 @@ fn resolve_lock(lock: Option<&Zval>) -> PhpResult<Zval> {
         }
         None => file_lock_zval(&lock_file_path(&script_lock_name()?)?),
         Some(value) if value.is_null() => file_lock_zval(&lock_file_path(&script_lock_name()?)?),
-        Some(value) => Err(Error::type_(
-            "$lock",
-            format!(
-                "must be of type CronLock\\Lock|string|null, {} given",
-                type_name(value)
-            ),
-        )
-        .into()),
+        // weak mode: cron_guard($job, 42) is the lock named "42"
+        Some(value) => match super::shim::coerce_scalar_to_string(value) {
+            Some(name) => {
+                let name = String::from_utf8_lossy(&name).into_owned();
+                validate_name(&name)?;
+                file_lock_zval(&lock_file_path(&name)?)
+            }
+            None => Err(lock_type_error(value)),
+        },
     }
+}
+
+fn lock_type_error(value: &Zval) -> ext_php_rs::exception::PhpException {
+    Error::type_(
+        "$lock",
+        format!(
+            "must be of type CronLock\\Lock|string|null, {} given",
+            type_name(value)
+        ),
+    )
+    .into()
 }
 
 fn file_lock_zval(path: &Path) -> PhpResult<Zval> {

@@ -9,6 +9,15 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
     info_table_start!();
     info_table_row!("cronlock support", "enabled");
     info_table_row!("version", env!("CARGO_PKG_VERSION"));
+    let (php_version, php_api, zts) = super::shim::built_for();
+    info_table_row!(
+        "built for",
+        format!(
+            "PHP {php_version}, PHP API {php_api}, {}",
+            if zts { "ZTS" } else { "NTS" }
+        )
+        .as_str()
+    );
     info_table_row!("file locks", "flock(2)");
     info_table_row!("redis locks", "enabled");
     info_table_row!(

@@ -2,6 +2,7 @@
 //! result and error conversion happens here; the locking is in `crate::lock`.
 
 pub mod arginfo;
+pub mod args;
 pub mod engine;
 pub mod exceptions;
 pub mod file;
@@ -11,9 +12,10 @@ pub mod ini;
 pub mod lock_interface;
 pub mod options;
 pub mod redis;
+pub mod shim;
 
+use ext_php_rs::ffi::zend_object;
 use ext_php_rs::types::{ZendClassObject, ZendObject};
-use ext_php_rs::zend::ExecutorGlobals;
 use std::cell::Cell;
 
 thread_local! {
@@ -29,7 +31,8 @@ pub fn note_lock_object() {
 /// MINIT: runs before the macro registers the interface and classes.
 pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
     ini::register(module_number);
-    crate::lock::set_interrupt_check(engine::vm_interrupted);
+    crate::lock::set_interrupt_check(shim::vm_interrupted);
+    shim::on_post_startup(arginfo::fix_signatures_at_startup);
     match exceptions::register() {
         Ok(()) => 0,
         Err(_) => -1,
@@ -43,22 +46,14 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
     if !LOCK_OBJECTS_MADE.with(|made| made.replace(false)) {
         return 0;
     }
-    let globals = ExecutorGlobals::get();
-    let store = &globals.objects_store;
-    if store.object_buckets.is_null() {
-        return 0;
-    }
-    for index in 1..store.top as usize {
-        // SAFETY: indexes below `top` are slots of the engine's object store.
-        let slot = unsafe { *store.object_buckets.add(index) };
-        // Free slots hold a tagged "next free" index, not a pointer.
-        if slot.is_null() || (slot as usize) & 1 == 1 {
-            continue;
-        }
-        // SAFETY: a valid slot points at a live object during RSHUTDOWN.
-        release_native(unsafe { &mut *slot });
-    }
+    shim::each_object(release_leftover);
     0
+}
+
+extern "C" fn release_leftover(object: *mut zend_object) {
+    // SAFETY: each_object visits only live objects of the store, which
+    // outlive RSHUTDOWN.
+    release_native(unsafe { shim::object(object) });
 }
 
 /// Releases `object` if it is one of our lock classes, without calling PHP
