@@ -15,6 +15,16 @@
  *   the sticky bit), else the system temp directory (`$TMPDIR` or `/tmp`).
  *   A world-writable directory without the sticky bit is refused.
  *
+ * Arguments follow PHP's rules for internal functions. Without strict_types,
+ * a numeric string, an int or a bool is coerced (`acquire("1.5")`,
+ * `new CronLock\File(42)`, `cron_guard($job, 42)` for the lock named "42"),
+ * a leading-numeric or non-numeric string follows the version's warning or
+ * TypeError, and null for a non-nullable parameter is deprecated (PHP 8.1+)
+ * and taken as 0.0 or "". With declare(strict_types=1) only int-to-float
+ * widens; anything else is a TypeError. Values inside an $options array are
+ * not parameters: each must have its documented type in both modes (an int
+ * is accepted where a float is documented).
+ *
  * @generate-class-entries
  */
 
@@ -153,7 +163,8 @@ namespace CronLock {
          *
          * @param string $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…' (TLS;
          *        trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
-         *        certificate checks), 'unix:///path/to/redis.sock'.
+         *        certificate checks), 'unix:///path/to/redis.sock'. #[\SensitiveParameter]
+         *        (PHP 8.2+): stack traces show Object(SensitiveParameterValue), never the DSN.
          * @param string $key the Redis key holding the token.
          * @param float $ttl seconds the key lives without renewal, > 0.
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
@@ -163,7 +174,7 @@ namespace CronLock {
          * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
          * @throws \TypeError for an option of the wrong type.
          */
-        public function __construct(string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
+        public function __construct(#[\SensitiveParameter] string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
 
         /** One round trip: SET NX PX and the fencing INCR in one script. @throws ConnectionException */
         public function acquire(float $timeout = 0.0): bool {}
