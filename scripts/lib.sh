@@ -102,14 +102,19 @@ build_ext() {
 phpize_build() {
     local dir="$1" php_config="${PHP_CONFIG:-php-config}" php so api
     mkdir -p "$dir/src" "$dir/root"
-    (cd "$CRONLOCK_ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) \
-        | tar -C "$dir/src" -xf -
+    if git -C "$CRONLOCK_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        (cd "$CRONLOCK_ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) \
+            | tar -C "$dir/src" -xf -
+    else # an unpacked tarball, or scripts/compat's copy
+        tar -C "$CRONLOCK_ROOT" --exclude=./target -cf - . | tar -C "$dir/src" -xf -
+    fi
     php="$("$php_config" --php-binary)"
     say "phpize && ./configure && make && make install (INSTALL_ROOT=$dir/root)"
     (
         cd "$dir/src"
         export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$_target}"
-        "$(dirname "$(command -v "$php_config")")/phpize" >/dev/null
+        "$(dirname "$(command -v "$php_config")")/phpize" >"$dir/phpize.log" \
+            || { cat "$dir/phpize.log"; exit 1; }
         ./configure --with-php-config="$php_config" >"$dir/configure.log" \
             || { cat "$dir/configure.log"; exit 1; }
         make
