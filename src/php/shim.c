@@ -29,9 +29,15 @@ bool cronlock_php_zts(void)
 /* ------------------------------------------------------------ interrupts */
 
 /* Whether the engine has work waiting at its next opcode: a pcntl signal
- * handler (pcntl_async_signals) or max_execution_time. */
+ * handler (pcntl_async_signals) or max_execution_time. false on a thread
+ * that PHP did not start (ZTS: it has no executor globals). */
 bool cronlock_vm_interrupted(void)
 {
+#ifdef ZTS
+	if (tsrm_get_ls_cache() == NULL) {
+		return false;
+	}
+#endif
 #if PHP_VERSION_ID >= 80200
 	return zend_atomic_bool_load_ex(&EG(vm_interrupt));
 #else

@@ -56,9 +56,10 @@ pub fn built_for() -> (String, u32, bool) {
 
 /// Whether the engine has work waiting at its next opcode: a `pcntl` signal
 /// handler (with `pcntl_async_signals(true)`) or `max_execution_time`.
+/// Always false on a thread PHP did not start.
 pub fn vm_interrupted() -> bool {
-    // SAFETY: reads the current thread's executor globals, which exist
-    // whenever PHP code can call us.
+    // SAFETY: reads the current thread's executor globals; the shim answers
+    // false on a thread that has none (ZTS).
     unsafe { cronlock_vm_interrupted() }
 }
 
