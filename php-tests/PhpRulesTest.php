@@ -250,6 +250,30 @@ final class PhpRulesTest extends TestCase
         );
     }
 
+    public function testAJobThatIsNotCallableIsTheEnginesTypeError(): void
+    {
+        foreach (['', 'declare(strict_types=1);'] as $mode) {
+            [$code, $out, $err] = $this->runDefaults('<?php ' . $mode . '
+                foreach (["no_such_function", 5, ["NoSuchClass", "run"]] as $job) {
+                    try {
+                        cron_guard($job, "job");
+                        echo "accepted\n";
+                    } catch (TypeError $e) {
+                        echo $e->getMessage(), "\n";
+                    }
+                }
+            ', ['cronlock.lock_dir' => $this->dir]);
+            self::assertSame(0, $code, $out . $err);
+            self::assertSame(
+                'cron_guard(): Argument #1 ($job) must be a valid callback, function "no_such_function" not found or invalid function name' . "\n"
+                . 'cron_guard(): Argument #1 ($job) must be a valid callback, no array or string given' . "\n"
+                . 'cron_guard(): Argument #1 ($job) must be a valid callback, class "NoSuchClass" not found' . "\n",
+                $out,
+                $mode ?: 'weak mode'
+            );
+        }
+    }
+
     public function testOptionValuesStayStrictInBothModes(): void
     {
         foreach (['', 'declare(strict_types=1);'] as $mode) {

@@ -11,7 +11,7 @@
 use super::shim;
 use ext_php_rs::convert::FromZvalMut;
 use ext_php_rs::flags::DataType;
-use ext_php_rs::types::Zval;
+use ext_php_rs::types::{ZendCallable, Zval};
 
 /// `float $x = <default>`: `None` when omitted. Declared nullable to
 /// ext-php-rs only so that an explicit null reaches PHP's rules (deprecated
@@ -73,5 +73,18 @@ impl FromZvalMut<'_> for Bytes {
 
     fn from_zval_mut(zval: &mut Zval) -> Option<Self> {
         shim::parse_string(zval, false).ok().flatten().map(Bytes)
+    }
+}
+
+/// `callable $x`, checked as the engine checks it ("must be a valid
+/// callback, function \"nope\" not found or invalid function name").
+pub struct Callback<'a>(pub ZendCallable<'a>);
+
+impl<'a> FromZvalMut<'a> for Callback<'a> {
+    const TYPE: DataType = DataType::Callable;
+
+    fn from_zval_mut(zval: &'a mut Zval) -> Option<Self> {
+        shim::parse_callable(zval).ok()?;
+        ZendCallable::new(zval).ok().map(Callback)
     }
 }

@@ -1,5 +1,6 @@
 //! `cron_guard()` and the `CronLock\Guard` it hands to the job.
 
+use super::args::Callback;
 use super::engine;
 use super::file::File;
 use super::ini;
@@ -72,7 +73,7 @@ impl Drop for Releaser {
 
 #[php_function]
 pub fn cron_guard(
-    job: ZendCallable,
+    job: Callback,
     lock: Option<&Zval>,
     options: Option<&ZendHashTable>,
 ) -> PhpResult<Zval> {
@@ -119,7 +120,7 @@ pub fn cron_guard(
             .unwrap_or_else(far_future)
     });
     let guard = Guard { lock, deadline }.into_zval(false)?;
-    let result = job.try_call(vec![&guard]);
+    let result = job.0.try_call(vec![&guard]);
     drop(releaser);
     // An exception from the job is pending in the engine and propagates
     // unchanged; the return value is then ignored.

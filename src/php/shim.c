@@ -240,3 +240,23 @@ zend_string *cronlock_coerce_scalar_to_string(const zval *arg)
 }
 
 void cronlock_string_release(zend_string *string) { zend_string_release(string); }
+
+/* A callable argument, as Z_PARAM_FUNC checks it: on failure the engine's
+ * "must be a valid callback, …" TypeError. */
+bool cronlock_parse_callable(zval *arg)
+{
+	char *error = NULL;
+	uint32_t num = arg_num_of(arg);
+	if (zend_is_callable_ex(arg, NULL, 0, NULL, NULL, &error)) {
+		if (error != NULL) {
+			efree(error);
+		}
+		return true;
+	}
+	if (error != NULL) {
+		zend_wrong_callback_error(num, error); /* frees error */
+	} else if (!EG(exception)) {
+		zend_wrong_parameter_type_error(num, Z_EXPECTED_FUNC, arg);
+	}
+	return false;
+}

@@ -42,6 +42,7 @@ extern "C" {
     ) -> bool;
     fn cronlock_parse_str(arg: *mut Zval, dest: *mut *mut zend_string, allow_null: bool) -> bool;
     fn cronlock_coerce_scalar_to_string(arg: *const Zval) -> *mut zend_string;
+    fn cronlock_parse_callable(arg: *mut Zval) -> bool;
     fn cronlock_string_release(string: *mut zend_string);
 }
 
@@ -183,6 +184,17 @@ pub fn parse_string(arg: &mut Zval, allow_null: bool) -> Result<Option<Vec<u8>>,
     }
     // SAFETY: a live zend_string owned by the argument zval.
     Ok(Some(unsafe { zend_string_bytes(string) }.to_vec()))
+}
+
+/// Checks a `callable` argument as the engine does. `Err(())`: the engine's
+/// TypeError is pending.
+pub fn parse_callable(arg: &mut Zval) -> Result<(), ()> {
+    // SAFETY: `arg` is an argument zval of the current internal call.
+    if unsafe { cronlock_parse_callable(arg) } {
+        Ok(())
+    } else {
+        Err(())
+    }
 }
 
 /// Weak mode's coercion of an int, float or bool to a string, for a union
