@@ -122,7 +122,8 @@ phpize_build() {
     ) || return 1
     so="$dir/root$("$php_config" --extension-dir)/cronlock.so"
     [[ -f "$so" ]] || { echo "make install put no cronlock.so at $so" >&2; return 1; }
-    api="$("$php_config" --phpapi)"
+    # php -i, not php-config --phpapi: that option is Debian's addition
+    api="$("$php" -n -i | sed -n 's/^PHP API => //p')"
     "$php" -n -d "extension=$so" --ri cronlock | tee "$dir/ri.txt"
     grep -q "built for => PHP .*PHP API $api" "$dir/ri.txt" \
         || { echo "php --ri cronlock does not show PHP API $api" >&2; return 1; }
