@@ -141,7 +141,7 @@ namespace CronLock {
          */
         public function holderPid(): ?int {}
 
-        /** The lock file's path as given. */
+        /** The lock file's path; a relative one made absolute against PHP's working directory at construction. */
         public function path(): string {}
     }
 

@@ -36,10 +36,9 @@ impl File {
                 .bool("allow_network_fs")?
                 .unwrap_or(defaults.allow_network_fs),
         };
-        Ok(File::new(FileLock::open(
-            Path::new(OsStr::from_bytes(&path.0)),
-            file_options,
-        )?))
+        // PHP's cwd, which under ZTS is not the process's
+        let path = super::shim::absolute(Path::new(OsStr::from_bytes(&path.0)));
+        Ok(File::new(FileLock::open(&path, file_options)?))
     }
 
     pub fn holder_pid(&self) -> PhpResult<Option<i64>> {

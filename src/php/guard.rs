@@ -222,7 +222,9 @@ pub fn lock_dir_for(setting: &str) -> PathBuf {
 }
 
 fn lock_file_path(name: &str) -> Result<PathBuf, Error> {
-    let dir = lock_dir_for(&engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
+    let dir = super::shim::absolute(&lock_dir_for(
+        &engine::ini_string(ini::LOCK_DIR).unwrap_or_default(),
+    ));
     if let Ok(meta) = std::fs::metadata(&dir) {
         // Anyone could swap our lock file for theirs in such a directory.
         if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {

@@ -260,3 +260,10 @@ bool cronlock_parse_callable(zval *arg)
 	}
 	return false;
 }
+
+/* PHP's current working directory into buf. Under ZTS, chdir() moves only
+ * PHP's virtual cwd, not the process's, so the OS's getcwd() is not it. */
+bool cronlock_php_cwd(char *buf, size_t len)
+{
+	return VCWD_GETCWD(buf, len) != NULL;
+}

@@ -4,7 +4,9 @@
 
 use ext_php_rs::ffi::{zend_function, zend_object, zend_string};
 use ext_php_rs::types::{ZendObject, Zval};
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CStr, CString, OsString};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
 
 extern "C" {
     fn cronlock_php_version() -> *const c_char;
@@ -43,6 +45,7 @@ extern "C" {
     fn cronlock_parse_str(arg: *mut Zval, dest: *mut *mut zend_string, allow_null: bool) -> bool;
     fn cronlock_coerce_scalar_to_string(arg: *const Zval) -> *mut zend_string;
     fn cronlock_parse_callable(arg: *mut Zval) -> bool;
+    fn cronlock_php_cwd(buf: *mut c_char, len: usize) -> bool;
     fn cronlock_string_release(string: *mut zend_string);
 }
 
@@ -195,6 +198,24 @@ pub fn parse_callable(arg: &mut Zval) -> Result<(), ()> {
     } else {
         Err(())
     }
+}
+
+/// `path` made absolute against PHP's current working directory, which
+/// under ZTS is not the process's (chdir() moves a per-thread virtual cwd).
+/// Unchanged when it is absolute or empty (refused later, as such) or PHP's
+/// cwd is unknown.
+pub fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() || path.as_os_str().is_empty() {
+        return path.to_owned();
+    }
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` is a writable buffer of the length passed.
+    if !unsafe { cronlock_php_cwd(buf.as_mut_ptr().cast(), buf.len()) } {
+        return path.to_owned();
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    buf.truncate(len);
+    PathBuf::from(OsString::from_vec(buf)).join(path)
 }
 
 /// Weak mode's coercion of an int, float or bool to a string, for a union

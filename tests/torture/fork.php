@@ -175,7 +175,9 @@ $scenarios['child-acquires-own'] = function (string $dir): void {
         // waits for the parent to let go, then holds it itself
         $t0 = microtime(true);
         $got = $lock->acquire(-1.0);
-        file_put_contents($pipe, $got ? 'got' : 'no');
+        // whole or not at all: the parent polls for the file
+        file_put_contents("$pipe.part", $got ? 'got' : 'no');
+        rename("$pipe.part", $pipe);
         usleep(300000);
         $stillFree = !free_for_others($path);
         exit($got && $stillFree ? 0 : 1);
