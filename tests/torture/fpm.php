@@ -25,8 +25,9 @@ $fpmBin = null;
 $minor = PHP_MAJOR_VERSION . '.' . PHP_MINOR_VERSION;
 foreach (["php-fpm$minor", "/usr/sbin/php-fpm$minor", dirname(PHP_BINARY, 2) . '/sbin/php-fpm', 'php-fpm'] as $c) {
     $w = trim((string) shell_exec('command -v ' . escapeshellarg($c) . ' 2>/dev/null'));
-    $version = $w === '' ? '' : (string) shell_exec(escapeshellarg($w) . ' -n -v 2>/dev/null');
-    if ($w !== '' && str_contains($version, 'PHP ' . PHP_VERSION . ' ') && str_contains($version, 'ZTS') === (bool) PHP_ZTS) {
+    $info = $w === '' ? '' : (string) shell_exec(escapeshellarg($w) . ' -n -i 2>/dev/null');
+    if ($w !== '' && preg_match('/^PHP Version => ' . preg_quote(PHP_VERSION, '/') . '$/m', $info)
+        && str_contains($info, 'Thread Safety => ' . (PHP_ZTS ? 'enabled' : 'disabled'))) {
         $fpmBin = $w;
         break;
     }
