@@ -4,6 +4,9 @@
 # It sets CRONLOCK_ROOT (the repository root) and defines:
 #   ensure_deps   check tools and Debian packages; install what is missing
 #   build_ext     cargo build --release of $CRONLOCK_EXT (abs path of the .so)
+#   phpize_build  phpize && ./configure && make && make install of a copy of
+#                 the tree into a temporary INSTALL_ROOT, then a smoke test of
+#                 the installed cronlock.so under php -n
 #   ext_ini_dir   make a temp dir holding cronlock.ini; prints the dir
 #   use_ext       export PHP_INI_SCAN_DIR so every php started from here loads
 #                 the extension (on top of Debian's own conf.d ini files)
@@ -36,6 +39,8 @@ ensure_deps() {
         "php:php$PHP_VER-cli"
         "php-config:php$PHP_VER-dev"
         "phpize:php$PHP_VER-dev"
+        "autoconf:autoconf"
+        "make:make"
         "cc:gcc"
         "clang:clang"
         "phpunit:phpunit"
@@ -100,6 +105,50 @@ build_ext() {
     (cd "$CRONLOCK_ROOT" && cargo build --release) \
         || die "cargo build --release failed"
     [[ -f "$CRONLOCK_EXT" ]] || die "build produced no $CRONLOCK_EXT"
+}
+
+# phpize_build DIR: the PECL-style build PIE and packagers use, on a copy of
+# the tracked and untracked files (what a release tarball holds) in DIR/src,
+# for the PHP of $PHP_CONFIG (default: php-config on PATH). Installs into
+# DIR/root (make install INSTALL_ROOT=DIR/root), then loads that cronlock.so
+# with PHP's compiled-in defaults (php -n): php --ri must name the PHP API
+# it was built for, and one File lock must be taken and given back.
+# cargo's target directory is shared with the checkout's (or
+# $CARGO_TARGET_DIR) so that only the cronlock crate itself is rebuilt.
+phpize_build() {
+    local dir="$1" php_config="${PHP_CONFIG:-php-config}" php so api
+    mkdir -p "$dir/src" "$dir/root"
+    if git -C "$CRONLOCK_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        (cd "$CRONLOCK_ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) \
+            | tar -C "$dir/src" -xf -
+    else # an unpacked tarball, or scripts/compat's copy
+        tar -C "$CRONLOCK_ROOT" --exclude=./target -cf - . | tar -C "$dir/src" -xf -
+    fi
+    php="$("$php_config" --php-binary)"
+    say "phpize && ./configure && make && make install (INSTALL_ROOT=$dir/root)"
+    (
+        cd "$dir/src"
+        export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$_target}"
+        "$(dirname "$(command -v "$php_config")")/phpize" >"$dir/phpize.log" \
+            || { cat "$dir/phpize.log"; exit 1; }
+        ./configure --with-php-config="$php_config" >"$dir/configure.log" \
+            || { cat "$dir/configure.log"; exit 1; }
+        make
+        make install INSTALL_ROOT="$dir/root"
+    ) || return 1
+    so="$dir/root$("$php_config" --extension-dir)/cronlock.so"
+    [[ -f "$so" ]] || { echo "make install put no cronlock.so at $so" >&2; return 1; }
+    # php -i, not php-config --phpapi: that option is Debian's addition
+    api="$("$php" -n -i | sed -n 's/^PHP API => //p')"
+    "$php" -n -d "extension=$so" --ri cronlock | tee "$dir/ri.txt"
+    grep -q "built for => PHP .*PHP API $api" "$dir/ri.txt" \
+        || { echo "php --ri cronlock does not show PHP API $api" >&2; return 1; }
+    "$php" -n -d "extension=$so" -r '
+        $lock = new CronLock\File(sys_get_temp_dir() . "/cronlock-phpize-smoke-" . getmypid() . ".lock");
+        $ok = $lock->acquire() && $lock->isHeld() && $lock->release() && !$lock->isHeld();
+        unlink($lock->path());
+        echo $ok ? "lock round trip: ok\n" : "lock round trip: FAILED\n";
+        exit($ok ? 0 : 1);'
 }
 
 # ext_ini_dir: new temp dir with cronlock.ini loading our build; prints it.

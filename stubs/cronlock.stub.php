@@ -20,6 +20,16 @@
  *   users on purpose), except that a world-writable directory without the
  *   sticky bit is refused.
  *
+ * Arguments follow PHP's rules for internal functions. Without strict_types,
+ * a numeric string, an int or a bool is coerced (`acquire("1.5")`,
+ * `new CronLock\File(42)`, `cron_guard($job, 42)` for the lock named "42"),
+ * a leading-numeric or non-numeric string follows the version's warning or
+ * TypeError, and null for a non-nullable parameter is deprecated (PHP 8.1+)
+ * and taken as 0.0 or "". With declare(strict_types=1) only int-to-float
+ * widens; anything else is a TypeError. Values inside an $options array are
+ * not parameters: each must have its documented type in both modes (an int
+ * is accepted where a float is documented).
+ *
  * @generate-class-entries
  */
 
@@ -180,7 +190,7 @@ namespace CronLock {
          */
         public function holderPid(): ?int {}
 
-        /** The lock file's path: absolute (a relative one resolved at construction). */
+        /** The lock file's path; a relative one made absolute against PHP's working directory at construction. */
         public function path(): string {}
 
         /** @throws LockException always: a lock belongs to the process that holds it. */
@@ -208,7 +218,8 @@ namespace CronLock {
          *
          * @param string $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…' (TLS;
          *        trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
-         *        certificate checks), 'unix:///path/to/redis.sock'.
+         *        certificate checks), 'unix:///path/to/redis.sock'. #[\SensitiveParameter]
+         *        (PHP 8.2+): stack traces show Object(SensitiveParameterValue), never the DSN.
          * @param string $key the Redis key holding the token.
          * @param float $ttl seconds the key lives without renewal, > 0.
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
@@ -220,7 +231,7 @@ namespace CronLock {
          * @throws \Error when called again on a constructed object (which then changes nothing).
          *         Cloning throws \Error too; serializing or unserializing throws LockException.
          */
-        public function __construct(string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
+        public function __construct(#[\SensitiveParameter] string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
 
         /**
          * One round trip: SET NX PX and the fencing INCR in one script.
@@ -333,7 +344,7 @@ namespace CronLock {
          * @throws LockException for a PDO driver other than mysql and pgsql.
          * @throws \Error when called on an object that is constructed already.
          */
-        public function __construct(\PDO|string $connection, string $name, array $options = []) {}
+        public function __construct(#[\SensitiveParameter] \PDO|string $connection, string $name, #[\SensitiveParameter] array $options = []) {}
 
         /**
          * Take the lock, waiting on the server's own blocking wait (GET_LOCK with a timeout;

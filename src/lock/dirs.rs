@@ -23,9 +23,9 @@ pub struct NamedLockDir {
 
 /// The directory named locks use with `setting` (`cronlock.lock_dir`), as
 /// `php --ri cronlock` shows it; nothing is created or checked.
-pub fn named_lock_dir_path(setting: &str) -> PathBuf {
-    if !setting.is_empty() {
-        return PathBuf::from(setting);
+pub fn named_lock_dir_path(setting: &Path) -> PathBuf {
+    if !setting.as_os_str().is_empty() {
+        return setting.to_owned();
     }
     let euid = sys::effective_uid();
     if euid == 0 && Path::new("/run").is_dir() {
@@ -49,9 +49,9 @@ pub fn named_lock_dir_path(setting: &str) -> PathBuf {
 /// a directory (a symlink counts as not), belongs to another user, or is
 /// writable by others (the default one: by group or others; an explicit
 /// one: by everyone without the sticky bit).
-pub fn named_lock_dir(setting: &str) -> Result<NamedLockDir> {
+pub fn named_lock_dir(setting: &Path) -> Result<NamedLockDir> {
     let path = named_lock_dir_path(setting);
-    if !setting.is_empty() {
+    if !setting.as_os_str().is_empty() {
         // Followed, if it is a symlink: the directory the files land in counts.
         if let Ok(meta) = std::fs::metadata(&path) {
             use std::os::unix::fs::PermissionsExt;
@@ -102,18 +102,18 @@ mod tests {
 
     #[test]
     fn an_explicit_directory_is_used_as_is_with_shareable_files() {
-        let dir = named_lock_dir("/some/where").unwrap();
+        let dir = named_lock_dir(Path::new("/some/where")).unwrap();
         assert_eq!(dir.path, Path::new("/some/where"));
         assert_eq!(dir.file_mode, 0o644);
     }
 
     #[test]
     fn the_default_directory_is_private_to_this_user() {
-        let dir = named_lock_dir("").unwrap();
+        let dir = named_lock_dir(Path::new("")).unwrap();
         assert_eq!(dir.file_mode, 0o600);
         let (owner, mode) = sys::dir_owner_and_mode(&dir.path).unwrap().unwrap();
         assert_eq!(owner, sys::effective_uid());
         assert_eq!(mode & 0o077, 0);
-        assert_eq!(dir.path, named_lock_dir_path(""));
+        assert_eq!(dir.path, named_lock_dir_path(Path::new("")));
     }
 }

@@ -7,6 +7,7 @@
 //! logic is in `crate::lock::database`; this module runs its statements on
 //! a `\PDO` (the user's, or one the lock opens from a DSN and keeps).
 
+use super::args::{Bytes, NullableFloat, OptionalFloat};
 use super::engine;
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
@@ -43,9 +44,10 @@ pub struct Database {
 impl Database {
     pub fn __construct(
         connection: &Zval,
-        name: String,
+        name: Bytes,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Self> {
+        let name = name.utf8("$name")?;
         super::refuse_second_construct::<Database>()?;
         hook_interrupts();
         let options = Options::new("$options", options, &["user", "password", "pdo_options"])?;
@@ -83,9 +85,8 @@ impl Database {
         })
     }
 
-    #[php(defaults(timeout = 0.0))]
-    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
-        let wait = Wait::from_seconds("$timeout", timeout)?;
+    pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
+        let wait = Wait::from_seconds("$timeout", timeout.or(0.0))?;
         let session = self.session.get_mut();
         let acquired = self.lock.acquire(session, wait);
         if ExecutorGlobals::has_exception() {
@@ -99,7 +100,7 @@ impl Database {
 
     /// The lock lives as long as its session: there is no TTL to extend,
     /// renewing asks the server whether this session still holds it.
-    pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
+    pub fn renew(&mut self, ttl: NullableFloat) -> PhpResult<bool> {
         let _ = ttl;
         let renewed = self.lock.renew(self.session.get_mut());
         if ExecutorGlobals::has_exception() {

@@ -139,8 +139,10 @@ pub fn with_exception_set_aside<R>(f: impl FnOnce() -> R) -> R {
     result
 }
 
-/// The current value of an ini setting registered by this extension.
-pub fn ini_string(name: &CStr) -> Option<String> {
+/// The current value of an ini setting registered by this extension, as
+/// the bytes it holds (a directory name need not be UTF-8).
+pub fn ini_string(name: &CStr) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
     let mut exists = false;
     // SAFETY: `name` is NUL-terminated and its length excludes the NUL.
     let value = unsafe { zend_ini_string_ex(name.as_ptr(), name.to_bytes().len(), 0, &mut exists) };
@@ -148,11 +150,8 @@ pub fn ini_string(name: &CStr) -> Option<String> {
         return None;
     }
     // SAFETY: the engine returns a NUL-terminated string it keeps alive.
-    Some(
-        unsafe { CStr::from_ptr(value) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    let bytes = unsafe { CStr::from_ptr(value) }.to_bytes();
+    Some(std::ffi::OsStr::from_bytes(bytes).to_owned())
 }
 
 /// One line through PHP's `error_log()`, so it goes wherever the user's
@@ -168,13 +167,4 @@ pub fn error_log(message: &str) {
 pub fn display_ini_entries(module: *mut ModuleEntry) {
     // SAFETY: `module` is the entry the engine passed to our info function.
     unsafe { php_display_ini_entries(module) };
-}
-
-/// Whether the engine has work waiting at its next opcode: a `pcntl` signal
-/// handler (with `pcntl_async_signals(true)`) or `max_execution_time`.
-pub fn vm_interrupted() -> bool {
-    let globals = ExecutorGlobals::get();
-    // SAFETY: a plain read of a flag that signal handlers set; volatile so
-    // it is read anew on every call of a wait loop.
-    unsafe { std::ptr::read_volatile(&raw const globals.vm_interrupt.value) }
 }

@@ -1,5 +1,6 @@
 //! `CronLock\File`: an flock(2) lock file.
 
+use super::args::{Bytes, NullableFloat, OptionalFloat};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
 use crate::lock::file::{FileLock, FileOptions};
@@ -7,6 +8,8 @@ use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 #[php_class]
@@ -19,7 +22,7 @@ pub struct File {
 
 #[php_impl]
 impl File {
-    pub fn __construct(path: String, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+    pub fn __construct(path: Bytes, options: Option<&ZendHashTable>) -> PhpResult<Self> {
         super::refuse_second_construct::<File>()?;
         let options = Options::new("$options", options, &["mode", "shared", "allow_network_fs"])?;
         let defaults = FileOptions::default();
@@ -34,7 +37,8 @@ impl File {
                 .bool("allow_network_fs")?
                 .unwrap_or(defaults.allow_network_fs),
         };
-        let path = super::absolute_path(Path::new(&path));
+        // Resolved once (D11), against PHP's cwd, which under ZTS is not the process's.
+        let path = super::shim::absolute(Path::new(OsStr::from_bytes(&path.0)));
         Ok(File::new(FileLock::open(&path, file_options)?))
     }
 
@@ -46,16 +50,15 @@ impl File {
         self.lock.path().to_string_lossy().into_owned()
     }
 
-    #[php(defaults(timeout = 0.0))]
-    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
+    pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
         Ok(self
             .lock
-            .acquire(Wait::from_seconds("$timeout", timeout)?)?)
+            .acquire(Wait::from_seconds("$timeout", timeout.or(0.0))?)?)
     }
 
     /// flock(2) has no expiry: renewing checks that the path still names
     /// the locked file.
-    pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
+    pub fn renew(&mut self, ttl: NullableFloat) -> PhpResult<bool> {
         let _ = ttl;
         Ok(self.lock.renew()?)
     }

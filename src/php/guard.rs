@@ -1,5 +1,6 @@
 //! `cron_guard()` and the `CronLock\Guard` it hands to the job.
 
+use super::args::{Callback, OptionalFloat};
 use super::database::Database;
 use super::engine;
 use super::file::File;
@@ -20,7 +21,7 @@ use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
 use ext_php_rs::zend::{bailout, try_catch, ExecutorGlobals};
 pub use holds::forget_leftovers as forget_leftover_holds;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Handed to the job: its lock and its soft deadline.
@@ -67,7 +68,7 @@ impl Guard {
 
 #[php_function]
 pub fn cron_guard(
-    job: ZendCallable,
+    job: Callback,
     lock: Option<&Zval>,
     options: Option<&ZendHashTable>,
 ) -> PhpResult<Zval> {
@@ -122,12 +123,12 @@ pub fn cron_guard(
     }
     .into_zval(false)?;
     if held_before {
-        return Ok(job.try_call(vec![&guard]).unwrap_or_default());
+        return Ok(job.0.try_call(vec![&guard]).unwrap_or_default());
     }
 
     let hold = holds::register(&lock);
     let caller_frame = engine::current_frame();
-    let outcome = try_catch(AssertUnwindSafe(|| job.try_call(vec![&guard])));
+    let outcome = try_catch(AssertUnwindSafe(|| job.0.try_call(vec![&guard])));
     let Ok(result) = outcome else {
         // A fatal error (or another bailout) in the job, or in a Fiber it
         // resumed: the script ends, after its shutdown functions, which must
@@ -191,7 +192,7 @@ fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
     }
     let object = lock.object_mut();
     if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj_mut) {
-        return Ok(if redis.acquire(wait)? {
+        return Ok(if redis.acquire(OptionalFloat(Some(wait)))? {
             Acquired::Yes
         } else {
             // Its wait gives up when the interrupt flag is set, and no PHP
@@ -208,7 +209,7 @@ fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
     let object = lock.object_mut();
     if let Some(db) = object.and_then(ZendClassObject::<Database>::from_zend_obj_mut) {
         // Its PDO calls may run a signal handler that throws or exit()s.
-        let got = db.acquire(wait)?;
+        let got = db.acquire(OptionalFloat(Some(wait)))?;
         if ExecutorGlobals::has_exception() {
             return Ok(Acquired::Threw);
         }
@@ -396,19 +397,37 @@ fn resolve_lock(lock: Option<&Zval>) -> PhpResult<Zval> {
         }
         None => named_file_lock(&script_lock_name()?),
         Some(value) if value.is_null() => named_file_lock(&script_lock_name()?),
-        Some(value) => Err(Error::type_(
-            "$lock",
-            format!(
-                "must be of type CronLock\\Lock|string|null, {} given",
-                type_name(value)
-            ),
-        )
-        .into()),
+        // weak mode: cron_guard($job, 42) is the lock named "42"
+        Some(value) => match super::shim::coerce_scalar_to_string(value) {
+            Some(name) => {
+                let name = String::from_utf8_lossy(&name).into_owned();
+                validate_name(&name)?;
+                named_file_lock(&name)
+            }
+            None => Err(lock_type_error(value)),
+        },
     }
+}
+
+fn lock_type_error(value: &Zval) -> ext_php_rs::exception::PhpException {
+    Error::type_(
+        "$lock",
+        format!(
+            "must be of type CronLock\\Lock|string|null, {} given",
+            type_name(value)
+        ),
+    )
+    .into()
 }
 
 fn named_file_lock(name: &str) -> PhpResult<Zval> {
     let setting = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
+    // An explicit relative directory counts from PHP's working directory
+    // now, which under ZTS is not the process's.
+    let setting = match setting.is_empty() {
+        true => PathBuf::new(),
+        false => super::shim::absolute(Path::new(&setting)),
+    };
     let dir = named_lock_dir(&setting)?;
     let options = FileOptions {
         mode: dir.file_mode,

@@ -9,6 +9,15 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
     info_table_start!();
     info_table_row!("cronlock support", "enabled");
     info_table_row!("version", env!("CARGO_PKG_VERSION"));
+    let (php_version, php_api, zts) = super::shim::built_for();
+    info_table_row!(
+        "built for",
+        format!(
+            "PHP {php_version}, PHP API {php_api}, {}",
+            if zts { "ZTS" } else { "NTS" }
+        )
+        .as_str()
+    );
     info_table_row!("file locks", "flock(2)");
     info_table_row!("redis locks", "enabled");
     info_table_row!(
@@ -20,7 +29,7 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
         }
     );
     let lock_dir = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
-    let effective = crate::lock::dirs::named_lock_dir_path(&lock_dir);
+    let effective = crate::lock::dirs::named_lock_dir_path(std::path::Path::new(&lock_dir));
     info_table_row!(
         "named locks directory",
         effective.to_string_lossy().as_ref()

@@ -2,6 +2,7 @@
 //! result and error conversion happens here; the locking is in `crate::lock`.
 
 pub mod arginfo;
+pub mod args;
 pub mod database;
 pub mod engine;
 pub mod exceptions;
@@ -12,14 +13,15 @@ pub mod ini;
 pub mod lock_interface;
 pub mod options;
 pub mod redis;
+pub mod shim;
 
 use crate::error::Error;
 use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::exception::PhpException;
-use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendObject};
+use ext_php_rs::ffi::zend_object;
+use ext_php_rs::types::{ZendClassObject, ZendObject};
 use ext_php_rs::zend::{ce, ExecutorGlobals};
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
 
 thread_local! {
     /// Whether this request made a lock object, so that the shutdown sweep
@@ -34,7 +36,8 @@ pub fn note_lock_object() {
 /// MINIT: runs before the macro registers the interface and classes.
 pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
     ini::register(module_number);
-    crate::lock::set_interrupt_check(engine::vm_interrupted);
+    crate::lock::set_interrupt_check(shim::vm_interrupted);
+    shim::on_post_startup(fix_classes);
     match exceptions::register() {
         Ok(()) => 0,
         Err(_) => -1,
@@ -48,23 +51,15 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
     if !LOCK_OBJECTS_MADE.with(|made| made.replace(false)) {
         return 0;
     }
-    let globals = ExecutorGlobals::get();
-    let store = &globals.objects_store;
-    if store.object_buckets.is_null() {
-        return 0;
-    }
     guard::forget_leftover_holds();
-    for index in 1..store.top as usize {
-        // SAFETY: indexes below `top` are slots of the engine's object store.
-        let slot = unsafe { *store.object_buckets.add(index) };
-        // Free slots hold a tagged "next free" index, not a pointer.
-        if slot.is_null() || (slot as usize) & 1 == 1 {
-            continue;
-        }
-        // SAFETY: a valid slot points at a live object during RSHUTDOWN.
-        release_native(unsafe { &mut *slot });
-    }
+    shim::each_object(release_leftover);
     0
+}
+
+extern "C" fn release_leftover(object: *mut zend_object) {
+    // SAFETY: each_object visits only live objects of the store, which
+    // outlive RSHUTDOWN.
+    release_native(unsafe { shim::object(object) });
 }
 
 /// Releases `object` if it is one of our lock classes, without calling PHP
@@ -85,9 +80,17 @@ pub fn release_native(object: &mut ZendObject) -> bool {
 
 /// RINIT.
 pub extern "C" fn request_startup(_type: i32, _module_number: i32) -> i32 {
+    fix_classes();
+    0
+}
+
+/// Once, after every module's MINIT (our classes are registered at the end
+/// of ours), so ZTS threads start with the fixed tables; and at the first
+/// request if that hook never ran (a php-fpm pool's
+/// `php_admin_value[extension]` loads us after startup).
+extern "C" fn fix_classes() {
     arginfo::fix_signatures();
     allow_serialize_hooks();
-    0
 }
 
 /// ext-php-rs marks classes with a Rust object "not serializable", so that
@@ -187,23 +190,4 @@ pub fn not_serializable(class: &str) -> PhpException {
         "a {class} cannot be serialized: a lock belongs to the process that holds it"
     ))
     .into()
-}
-
-/// `path` made absolute against PHP's working directory now (`getcwd()`,
-/// which is per thread under ZTS), so a later `chdir()` cannot move it.
-pub fn absolute_path(path: &Path) -> PathBuf {
-    // Empty stays empty: it is refused as such, naming $path.
-    if path.is_absolute() || path.as_os_str().is_empty() {
-        return path.to_owned();
-    }
-    let cwd = ZendCallable::try_from_name("getcwd")
-        .ok()
-        .and_then(|getcwd| getcwd.try_call(vec![]).ok())
-        .and_then(|dir| dir.string())
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok());
-    match cwd {
-        Some(cwd) => cwd.join(path),
-        None => path.to_owned(),
-    }
 }

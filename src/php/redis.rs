@@ -1,5 +1,6 @@
 //! `CronLock\Redis`: a lock that works across machines.
 
+use super::args::{Bytes, NullableFloat, OptionalFloat};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
 use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions};
@@ -19,11 +20,10 @@ pub struct Redis {
 
 #[php_impl]
 impl Redis {
-    #[php(defaults(ttl = 300.0))]
     pub fn __construct(
-        dsn: String,
-        key: String,
-        ttl: f64,
+        dsn: Bytes,
+        key: Bytes,
+        ttl: OptionalFloat,
         options: Option<&ZendHashTable>,
     ) -> PhpResult<Self> {
         // D5: re-running the constructor would drop (and release) the lock
@@ -50,21 +50,21 @@ impl Redis {
             read_timeout: timeout("read_timeout", defaults.read_timeout)?,
             auto_renew: options.bool("auto_renew")?.unwrap_or(defaults.auto_renew),
         };
+        let (dsn, key) = (dsn.utf8("$dsn")?, key.utf8("$key")?);
         super::note_lock_object();
         Ok(Redis {
-            lock: RedisLock::new(&dsn, &key, ttl_from_secs(ttl)?, redis_options)?,
+            lock: RedisLock::new(&dsn, &key, ttl_from_secs(ttl.or(300.0))?, redis_options)?,
         })
     }
 
-    #[php(defaults(timeout = 0.0))]
-    pub fn acquire(&mut self, timeout: f64) -> PhpResult<bool> {
+    pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
         Ok(self
             .lock
-            .acquire(Wait::from_seconds("$timeout", timeout)?)?)
+            .acquire(Wait::from_seconds("$timeout", timeout.or(0.0))?)?)
     }
 
-    pub fn renew(&mut self, ttl: Option<f64>) -> PhpResult<bool> {
-        let ttl = ttl.map(ttl_from_secs).transpose()?;
+    pub fn renew(&mut self, ttl: NullableFloat) -> PhpResult<bool> {
+        let ttl = ttl.0.map(ttl_from_secs).transpose()?;
         Ok(self.lock.renew(ttl)?)
     }
 

@@ -19,17 +19,22 @@ require __DIR__ . '/lib/common.php';
 T::init('fpm', $argv);
 T::say('php-fpm:');
 
+// the php-fpm of this very PHP (version and ZTS-ness): the extension under
+// test was built for it (scripts/compat runs this on other PHPs too)
 $fpmBin = null;
-foreach (['php-fpm8.2', '/usr/sbin/php-fpm8.2', 'php-fpm'] as $c) {
+$minor = PHP_MAJOR_VERSION . '.' . PHP_MINOR_VERSION;
+foreach (["php-fpm$minor", "/usr/sbin/php-fpm$minor", dirname(PHP_BINARY, 2) . '/sbin/php-fpm', 'php-fpm'] as $c) {
     $w = trim((string) shell_exec('command -v ' . escapeshellarg($c) . ' 2>/dev/null'));
-    if ($w !== '') {
+    $info = $w === '' ? '' : (string) shell_exec(escapeshellarg($w) . ' -n -i 2>/dev/null');
+    if ($w !== '' && preg_match('/^PHP Version => ' . preg_quote(PHP_VERSION, '/') . '$/m', $info)
+        && str_contains($info, 'Thread Safety => ' . (PHP_ZTS ? 'enabled' : 'disabled'))) {
         $fpmBin = $w;
         break;
     }
 }
 $cgi = trim((string) shell_exec('command -v cgi-fcgi 2>/dev/null'));
 if ($fpmBin === null || $cgi === '') {
-    T::skip('php-fpm section', ($fpmBin === null ? 'php-fpm8.2 not installed (apt-get install php8.2-fpm)' : '') . ($cgi === '' ? ' cgi-fcgi not installed (apt-get install libfcgi-bin)' : ''));
+    T::skip('php-fpm section', ($fpmBin === null ? "no php-fpm of PHP " . PHP_VERSION . " (apt-get install php$minor-fpm)" : '') . ($cgi === '' ? ' cgi-fcgi not installed (apt-get install libfcgi-bin)' : ''));
     T::finish();
 }
 

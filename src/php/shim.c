@@ -1,0 +1,271 @@
+/*
+ * The engine internals cronlock needs that are C macros, inline functions or
+ * layouts that change between PHP releases. Compiled by build.rs against the
+ * target PHP's own headers, so the C compiler, not a copied constant, keeps
+ * them right on every release. The Rust side is src/php/shim.rs.
+ */
+
+#include "php.h"
+#include "zend_API.h"
+#include "zend_attributes.h"
+#include "zend_exceptions.h"
+#include "zend_objects_API.h"
+
+/* ------------------------------------------------------------------ build */
+
+const char *cronlock_php_version(void) { return PHP_VERSION; }
+
+uint32_t cronlock_php_api(void) { return PHP_API_VERSION; }
+
+bool cronlock_php_zts(void)
+{
+#ifdef ZTS
+	return true;
+#else
+	return false;
+#endif
+}
+
+/* ------------------------------------------------------------ interrupts */
+
+/* Whether the engine has work waiting at its next opcode: a pcntl signal
+ * handler (pcntl_async_signals) or max_execution_time. false on a thread
+ * that PHP did not start (ZTS: it has no executor globals). */
+bool cronlock_vm_interrupted(void)
+{
+#ifdef ZTS
+	if (tsrm_get_ls_cache() == NULL) {
+		return false;
+	}
+#endif
+#if PHP_VERSION_ID >= 80200
+	return zend_atomic_bool_load_ex(&EG(vm_interrupt));
+#else
+	/* a plain bool before 8.2; volatile: read anew on every call */
+	return *(volatile zend_bool *) &EG(vm_interrupt);
+#endif
+}
+
+/* ---------------------------------------------------------- object store */
+
+/* Calls visit() with every live object of this request's object store. */
+void cronlock_each_object(void (*visit)(zend_object *object))
+{
+	zend_objects_store *store = &EG(objects_store);
+	if (store->object_buckets == NULL) {
+		return;
+	}
+	for (uint32_t i = 1; i < store->top; i++) {
+		zend_object *object = store->object_buckets[i];
+		if (object != NULL && IS_OBJ_VALID(object)) {
+			visit(object);
+		}
+	}
+}
+
+/* ------------------------------------------------------ post-startup hook */
+
+static void (*post_startup_fn)(void);
+static zend_result (*previous_post_startup)(void);
+
+/* zend_post_startup_cb runs once after every module's MINIT (our classes are
+ * registered by then) and, under ZTS, before the function and class tables
+ * become the templates that each thread copies. */
+static zend_result cronlock_post_startup(void)
+{
+	if (post_startup_fn != NULL) {
+		post_startup_fn();
+	}
+	return previous_post_startup != NULL ? previous_post_startup() : SUCCESS;
+}
+
+void cronlock_on_post_startup(void (*fn)(void))
+{
+	post_startup_fn = fn;
+	previous_post_startup = zend_post_startup_cb;
+	zend_post_startup_cb = cronlock_post_startup;
+}
+
+/* ----------------------------------------------------------------- arginfo */
+
+zend_function *cronlock_function(const char *name)
+{
+	return zend_hash_str_find_ptr_lc(CG(function_table), name, strlen(name));
+}
+
+zend_function *cronlock_method(const char *class_name, const char *method)
+{
+	zend_class_entry *ce = zend_hash_str_find_ptr_lc(CG(class_table), class_name, strlen(class_name));
+	if (ce == NULL) {
+		return NULL;
+	}
+	return zend_hash_str_find_ptr_lc(&ce->function_table, method, strlen(method));
+}
+
+/* The argument (0-based) or, for index -1, the return slot that internal
+ * functions keep before the first argument; NULL when out of range. */
+static zend_internal_arg_info *arg_info(zend_function *func, int32_t index)
+{
+	if (func == NULL || func->type != ZEND_INTERNAL_FUNCTION || func->internal_function.arg_info == NULL) {
+		return NULL;
+	}
+	if (index < -1 || (index >= 0 && (uint32_t) index >= func->internal_function.num_args)) {
+		return NULL;
+	}
+	return (zend_internal_arg_info *) &func->internal_function.arg_info[index];
+}
+
+static uint32_t scalar_mask(bool or_string, bool or_array, bool or_null)
+{
+	return (or_string ? MAY_BE_STRING : 0) | (or_array ? MAY_BE_ARRAY : 0) | (or_null ? MAY_BE_NULL : 0);
+}
+
+/* Sets a class type (optionally |string, |null) on an argument or the return. */
+bool cronlock_arg_set_class(zend_function *func, int32_t index, const char *class_name,
+	bool or_string, bool or_null, const char *default_value)
+{
+	zend_internal_arg_info *info = arg_info(func, index);
+	if (info == NULL) {
+		return false;
+	}
+	/* persistent, not interned: after startup (a php-fpm pool's
+	 * php_admin_value[extension]), interned strings die with the request */
+	zend_string *name = zend_string_init(class_name, strlen(class_name), 1);
+	info->type = (zend_type) ZEND_TYPE_INIT_CLASS(name, or_null, scalar_mask(or_string, false, false));
+	/* "" keeps a required argument required (a "" default crashes Reflection) */
+	if (index >= 0 && default_value[0] != '\0') {
+		info->default_value = default_value;
+	}
+	return true;
+}
+
+/* Sets a type of builtin types only: float, ?float, string, array. */
+bool cronlock_arg_set_builtin(zend_function *func, int32_t index, bool is_float, bool is_string,
+	bool is_array, bool or_null, const char *default_value)
+{
+	zend_internal_arg_info *info = arg_info(func, index);
+	if (info == NULL) {
+		return false;
+	}
+	uint32_t mask = scalar_mask(is_string, is_array, or_null) | (is_float ? MAY_BE_DOUBLE : 0);
+	info->type = (zend_type) ZEND_TYPE_INIT_MASK(mask);
+	/* "" keeps a required argument required (a "" default crashes Reflection) */
+	if (index >= 0 && default_value[0] != '\0') {
+		info->default_value = default_value;
+	}
+	return true;
+}
+
+#if PHP_VERSION_ID >= 80200
+/* #[\SensitiveParameter] on argument `index` (0-based): traces show
+ * Object(SensitiveParameterValue) instead of the value. */
+bool cronlock_mark_sensitive(zend_function *func, uint32_t index)
+{
+	if (func == NULL || func->type != ZEND_INTERNAL_FUNCTION || index >= func->common.num_args) {
+		return false;
+	}
+	zend_string *name = zend_string_init("SensitiveParameter", sizeof("SensitiveParameter") - 1, 1);
+	zend_add_parameter_attribute(func, index, name, 0);
+	zend_string_release(name);
+	return true;
+}
+#endif
+
+/* --------------------------------------------------------------- arguments */
+
+/* The 1-based number of `arg` among the current call's arguments (ext-php-rs
+ * hands us pointers into the call frame); 0 when it is not one of them. */
+static uint32_t arg_num_of(const zval *arg)
+{
+	zend_execute_data *call = EG(current_execute_data);
+	if (call == NULL) {
+		return 0;
+	}
+	zval *first = ZEND_CALL_ARG(call, 1);
+	uint32_t count = ZEND_CALL_NUM_ARGS(call);
+	if (arg < first || arg >= first + count) {
+		return 0;
+	}
+	return (uint32_t) (arg - first) + 1;
+}
+
+/* Each parser below does what ZEND_PARSE_PARAMETERS does for one argument
+ * of an internal function: the caller's strict_types, weak-mode coercion
+ * with the version's deprecations and warnings, and on failure the engine's
+ * own TypeError. false means an exception is pending. */
+
+bool cronlock_parse_double(zval *arg, double *dest, bool *is_null, bool allow_null)
+{
+	uint32_t num = arg_num_of(arg);
+	bool null_given = false;
+	if (zend_parse_arg_double(arg, dest, &null_given, allow_null, num)) {
+		*is_null = allow_null && null_given;
+		return true;
+	}
+	if (!EG(exception)) {
+		zend_wrong_parameter_type_error(num, allow_null ? Z_EXPECTED_DOUBLE_OR_NULL : Z_EXPECTED_DOUBLE, arg);
+	}
+	return false;
+}
+
+/* On success *dest is the argument's string (coerced in place in the call
+ * frame, as the engine does), or NULL for an allowed null. */
+bool cronlock_parse_str(zval *arg, zend_string **dest, bool allow_null)
+{
+	uint32_t num = arg_num_of(arg);
+	if (zend_parse_arg_str(arg, dest, allow_null, num)) {
+		return true;
+	}
+	if (!EG(exception)) {
+		zend_wrong_parameter_type_error(num, allow_null ? Z_EXPECTED_STRING_OR_NULL : Z_EXPECTED_STRING, arg);
+	}
+	return false;
+}
+
+/* Weak mode's coercion of an int, float or bool to string, for a parameter
+ * whose union type has string (cron_guard()'s Lock|string|null). NULL in
+ * strict mode and for other types. The caller releases the string. */
+zend_string *cronlock_coerce_scalar_to_string(const zval *arg)
+{
+	if (ZEND_ARG_USES_STRICT_TYPES()) {
+		return NULL;
+	}
+	switch (Z_TYPE_P(arg)) {
+		case IS_LONG:
+		case IS_DOUBLE:
+		case IS_TRUE:
+		case IS_FALSE:
+			return zval_get_string_func((zval *) arg);
+		default:
+			return NULL;
+	}
+}
+
+void cronlock_string_release(zend_string *string) { zend_string_release(string); }
+
+/* A callable argument, as Z_PARAM_FUNC checks it: on failure the engine's
+ * "must be a valid callback, …" TypeError. */
+bool cronlock_parse_callable(zval *arg)
+{
+	char *error = NULL;
+	uint32_t num = arg_num_of(arg);
+	if (zend_is_callable_ex(arg, NULL, 0, NULL, NULL, &error)) {
+		if (error != NULL) {
+			efree(error);
+		}
+		return true;
+	}
+	if (error != NULL) {
+		zend_wrong_callback_error(num, error); /* frees error */
+	} else if (!EG(exception)) {
+		zend_wrong_parameter_type_error(num, Z_EXPECTED_FUNC, arg);
+	}
+	return false;
+}
+
+/* PHP's current working directory into buf. Under ZTS, chdir() moves only
+ * PHP's virtual cwd, not the process's, so the OS's getcwd() is not it. */
+bool cronlock_php_cwd(char *buf, size_t len)
+{
+	return VCWD_GETCWD(buf, len) != NULL;
+}
