@@ -335,4 +335,36 @@ final class FileLockSafetyTest extends TestCase
         self::assertLessThan(5.0, (float) substr(trim($line), 8) - $sent, 'the handler runs during the wait, not when the lock is free');
         $holder->kill();
     }
+
+    /**
+     * A file name is bytes, not text: a path, a relative path resolved
+     * against a working directory, and cronlock.lock_dir that are not UTF-8
+     * name the very file they say (path() returns those bytes).
+     */
+    public function testPathsThatAreNotUtf8AreKeptByteForByte(): void
+    {
+        $dir = "{$this->dir}/\xffdir";
+        self::assertTrue(mkdir($dir, 0700));
+        $lock = new File("$dir/\xe9t\xe9.lock");
+        self::assertSame("$dir/\xe9t\xe9.lock", $lock->path());
+        self::assertTrue($lock->acquire(0));
+        self::assertFileExists("$dir/\xe9t\xe9.lock");
+        self::assertTrue($lock->release());
+
+        $cwd = getcwd();
+        chdir($dir);
+        try {
+            self::assertSame("$dir/rel.lock", (new File('rel.lock'))->path());
+        } finally {
+            chdir($cwd);
+        }
+
+        $old = ini_set('cronlock.lock_dir', $dir);
+        try {
+            self::assertSame('ran', cron_guard(static fn () => 'ran', 'named'));
+            self::assertFileExists("$dir/named.lock");
+        } finally {
+            ini_set('cronlock.lock_dir', (string) $old);
+        }
+    }
 }

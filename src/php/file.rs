@@ -5,6 +5,7 @@ use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
 use crate::lock::file::{FileLock, FileOptions};
 use crate::lock::Wait;
+use ext_php_rs::binary::Binary;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
@@ -46,8 +47,9 @@ impl File {
         Ok(self.lock.holder_pid()?.map(i64::from))
     }
 
-    pub fn path(&self) -> String {
-        self.lock.path().to_string_lossy().into_owned()
+    /// The bytes of the path: a file name need not be UTF-8.
+    pub fn path(&self) -> Binary<u8> {
+        Binary::from(self.lock.path().as_os_str().as_bytes().to_vec())
     }
 
     pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
