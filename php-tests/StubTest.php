@@ -55,4 +55,15 @@ final class StubTest extends TestCase
         self::assertStringContainsString('@throws', $source);
         self::assertStringContainsString('```php', $source, 'an example');
     }
+
+    public function testDocsApiIsTheStubsCurrentText(): void
+    {
+        exec(escapeshellarg(PHP_BINARY) . ' ' . escapeshellarg(__DIR__ . '/../scripts/api-doc') . ' --print', $lines, $status);
+        self::assertSame(0, $status);
+        self::assertSame(
+            implode("\n", $lines),
+            rtrim((string) file_get_contents(__DIR__ . '/../docs/api.md'), "\n"),
+            'docs/api.md is written from the stub: run scripts/api-doc'
+        );
+    }
 }
