@@ -286,13 +286,24 @@ namespace {
      *        characters) for the File lock `<cronlock.lock_dir>/<name>.lock`; or null: a File lock
      *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
      *        never collide and the same script run twice does.
-     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null} $options
+     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null, once_per?: float} $options
      *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever);
      *        'max_runtime': soft deadline in seconds, seen through Guard;
      *        'on_busy': null (default) returns null; an int 0–255 exits the process with that
-     *        status, as flock(1) -E does.
+     *        status, as flock(1) -E does;
+     *        'once_per': seconds (0.001 to 10 years), CronLock\Redis only (any other lock:
+     *        \ValueError): at most one run per window of that length aligned to the Unix epoch
+     *        on the Redis server's clock (TIME), across all hosts whatever their clock skew.
+     *        The key lives at least until the end of the window in which it was taken; after
+     *        the job (return, exception, exit(), fatal error) it is not deleted but left
+     *        (token-checked PEXPIREAT) to expire at that window's end, so a short or failed job
+     *        still uses up its window; a job that outlasts its window releases as usual. A host
+     *        whose clock is ahead of the server's fires a tick at :00 in the previous window:
+     *        delay the job a few seconds after the tick (crontab `sleep 5;`) so that every
+     *        host within that skew of the server lands in the same window.
      * @return mixed the job's result; null when skipped.
-     * @throws \ValueError for a bad name or option value; null lock without a main script (php -r).
+     * @throws \ValueError for a bad name or option value; null lock without a main script (php -r);
+     *         'once_per' with a lock that has no TTL.
      * @throws \TypeError for a $lock or option of the wrong type.
      * @throws \CronLock\LockException when the lock cannot be used.
      */

@@ -8,6 +8,7 @@ use super::options::{type_name, Options};
 use super::redis::Redis;
 use crate::error::Error;
 use crate::lock::file::{FileLock, FileOptions};
+use crate::lock::redis::MAX_TTL;
 use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::flags::ClassFlags;
@@ -55,10 +56,16 @@ impl Guard {
 /// (through `BailoutGuard`) on a fatal error, before shutdown functions run.
 struct Releaser {
     lock: Zval,
+    /// `'once_per'`: leave the key to expire at its window's end instead.
+    once_per: bool,
 }
 
 impl Drop for Releaser {
     fn drop(&mut self) {
+        if self.once_per {
+            end_window(&mut self.lock);
+            return;
+        }
         if self.lock.object_mut().is_some_and(super::release_native) {
             return;
         }
@@ -76,7 +83,11 @@ pub fn cron_guard(
     lock: Option<&Zval>,
     options: Option<&ZendHashTable>,
 ) -> PhpResult<Zval> {
-    let options = Options::new("$options", options, &["wait", "max_runtime", "on_busy"])?;
+    let options = Options::new(
+        "$options",
+        options,
+        &["wait", "max_runtime", "on_busy", "once_per"],
+    )?;
     let wait = options.seconds("wait")?.unwrap_or(0.0);
     let max_runtime = match options.seconds("max_runtime")? {
         Some(s) if s <= 0.0 => {
@@ -97,10 +108,19 @@ pub fn cron_guard(
         other => other.map(|c| c as i32),
     };
 
-    let lock = resolve_lock(lock)?;
+    let once_per = once_per_period(&options)?;
+
+    let mut lock = resolve_lock(lock)?;
+    if once_per.is_some() {
+        set_once_per(&mut lock, &options, once_per)?;
+    }
     let acquired = lock
         .try_call_method("acquire", vec![&wait])
-        .map_err(|e| Error::Lock(format!("acquire() failed: {e}")))?;
+        .map_err(|e| Error::Lock(format!("acquire() failed: {e}")));
+    if once_per.is_some() {
+        set_once_per(&mut lock, &options, None)?;
+    }
+    let acquired = acquired?;
     if !acquired.bool().unwrap_or(false) {
         engine::error_log(&busy_message(&lock));
         if let Some(code) = on_busy {
@@ -111,6 +131,7 @@ pub fn cron_guard(
 
     let releaser = BailoutGuard::new(Releaser {
         lock: lock.shallow_clone(),
+        once_per: once_per.is_some(),
     });
     let deadline = max_runtime.map(|s| {
         Duration::try_from_secs_f64(s)
@@ -124,6 +145,68 @@ pub fn cron_guard(
     // An exception from the job is pending in the engine and propagates
     // unchanged; the return value is then ignored.
     Ok(result.unwrap_or_default())
+}
+
+/// `'once_per'` in seconds: positive, at most the longest TTL.
+fn once_per_period(options: &Options) -> PhpResult<Option<Duration>> {
+    let Some(seconds) = options.seconds("once_per")? else {
+        return Ok(None);
+    };
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(period) if period >= Duration::from_millis(1) && period <= MAX_TTL => Ok(Some(period)),
+        _ => Err(Error::value(
+            options.arg_name("once_per"),
+            format!(
+                "must be a number of seconds from 0.001 to {} (10 years)",
+                MAX_TTL.as_secs()
+            ),
+        )
+        .into()),
+    }
+}
+
+/// Puts a CronLock\Redis into (or out of) once-per-window mode for the
+/// acquire of this run; any other lock has no TTL to leave behind.
+fn set_once_per(lock: &mut Zval, options: &Options, period: Option<Duration>) -> PhpResult<()> {
+    let mut class = lock
+        .object()
+        .and_then(|o| o.get_class_name().ok())
+        .unwrap_or_default();
+    // An anonymous class's name goes on after a NUL, as PHP shows it.
+    class.truncate(class.find('\0').unwrap_or(class.len()));
+    let redis = lock
+        .object_mut()
+        .and_then(ZendClassObject::<Redis>::from_zend_obj_mut);
+    match redis {
+        Some(redis) => {
+            redis.lock_mut().set_once_per(period);
+            Ok(())
+        }
+        None => Err(Error::value(
+            options.arg_name("once_per"),
+            format!(
+                "needs a lock with a TTL that can be left to expire at the window's end \
+                 (CronLock\\Redis); {class} has none"
+            ),
+        )
+        .into()),
+    }
+}
+
+/// After a once-per-window run: the key stays until its window ends.
+fn end_window(lock: &mut Zval) {
+    let Some(redis) = lock
+        .object_mut()
+        .and_then(ZendClassObject::<Redis>::from_zend_obj_mut)
+    else {
+        return;
+    };
+    if let Err(err) = redis.lock_mut().end_window() {
+        engine::error_log(&format!(
+            "cron_guard: leaving {} to expire at the end of its window failed: {err}",
+            redis.lock().describe()
+        ));
+    }
 }
 
 fn far_future() -> Instant {

@@ -194,6 +194,10 @@ impl Redis {
         &self.lock
     }
 
+    pub fn lock_mut(&mut self) -> &mut RedisLock {
+        &mut self.lock
+    }
+
     /// For the request-shutdown sweep; errors have nowhere to go there.
     pub fn release_leftover(&mut self) {
         let _ = self.lock.release();

@@ -44,12 +44,18 @@ pub struct RedisLock {
     last_holder: Option<String>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
+    /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
+    /// acquire.
+    once_per: Option<Duration>,
 }
 
 /// What we know about a key we acquired.
 pub(super) struct Hold {
     token: String,
     fence: i64,
+    /// End of the once-per window this hold was taken in (Unix ms of the
+    /// server's clock); 0: an ordinary hold.
+    window_end_ms: i64,
     state: Arc<HoldState>,
     renewer: Option<JoinHandle<()>>,
 }
@@ -79,8 +85,9 @@ pub(super) enum Mode {
 /// What one run of the acquire script found.
 pub(super) enum Attempt {
     /// `<key>` holds our token (just set, or it already did): the fencing
-    /// number, and when the attempt started (the TTL runs from later).
-    Ours(i64, Instant),
+    /// number, when the attempt started (the TTL runs from later), and the
+    /// end of its once-per window (0: none).
+    Ours(i64, Instant, i64),
     /// Someone else holds the key; it expires within this time (`None`: it
     /// has no TTL, or it is gone).
     Busy(Option<Duration>),
@@ -136,6 +143,7 @@ impl RedisLock {
             hold: None,
             last_holder: None,
             busy_here: false,
+            once_per: None,
         })
     }
 
@@ -193,7 +201,9 @@ impl RedisLock {
         );
         if wait == Wait::Once {
             return match self.attempt(&token, Mode::Take)? {
-                Attempt::Ours(fence, sent) => self.start_hold(token, fence, sent),
+                Attempt::Ours(fence, sent, window_end) => {
+                    self.start_hold(token, fence, sent, window_end)
+                }
                 Attempt::Busy(_) => Ok(false),
             };
         }
@@ -206,7 +216,9 @@ impl RedisLock {
         loop {
             let started = Instant::now();
             let nap = match self.attempt(&token, Mode::Wait) {
-                Ok(Attempt::Ours(fence, sent)) => return self.start_hold(token, fence, sent),
+                Ok(Attempt::Ours(fence, sent, window_end)) => {
+                    return self.start_hold(token, fence, sent, window_end)
+                }
                 Ok(Attempt::Busy(expires_in)) => {
                     backoff = RECONNECT_BACKOFF_MIN;
                     // Subscribe, then retry at once, so a release between
@@ -259,14 +271,15 @@ impl RedisLock {
             .key(&self.fence_key)
             .arg(token)
             .arg(ttl_ms(self.ttl))
-            .arg(if mode == Mode::Confirm { "1" } else { "0" });
+            .arg(if mode == Mode::Confirm { "1" } else { "0" })
+            .arg(self.once_per.map_or(0, ttl_ms));
         let sent = Instant::now();
-        let ((acquired, number, holder), _): ((i64, i64, String), _) =
+        let ((acquired, number, holder, window_end), _): ((i64, i64, String, i64), _) =
             self.run("acquire", mode == Mode::Wait, |conn| {
                 invocation.invoke(conn)
             })?;
         if acquired == 1 {
-            return Ok(Attempt::Ours(number, sent));
+            return Ok(Attempt::Ours(number, sent, window_end));
         }
         self.last_holder = Some(holder);
         // PTTL is -1 for a key without TTL, -2 for no key.
@@ -299,10 +312,16 @@ impl RedisLock {
     }
 
     /// Records a fresh hold (the key holds `token` since after `sent`).
-    fn start_hold(&mut self, token: String, fence: i64, sent: Instant) -> Result<bool> {
+    fn start_hold(
+        &mut self,
+        token: String,
+        fence: i64,
+        sent: Instant,
+        window_end_ms: i64,
+    ) -> Result<bool> {
         let state = Arc::new(HoldState::new(sent, self.ttl));
         let renewer = if self.options.auto_renew {
-            match self.spawn_renewer(&token, &state) {
+            match self.spawn_renewer(&token, &state, window_end_ms) {
                 Ok(renewer) => Some(renewer),
                 Err(err) => {
                     // Best effort: otherwise the key stays until its TTL.
@@ -320,6 +339,7 @@ impl RedisLock {
         self.hold = Some(Hold {
             token,
             fence,
+            window_end_ms,
             state,
             renewer,
         });
@@ -330,11 +350,12 @@ impl RedisLock {
         &self,
         token: &str,
         state: &Arc<HoldState>,
+        window_end_ms: i64,
     ) -> std::io::Result<JoinHandle<()>> {
         let renewal = Renewal {
             server: self.server.clone(),
             options: self.options,
-            invocation: renew_invocation(&self.key, token, self.ttl),
+            invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
             ttl: self.ttl,
         };
         let state = Arc::clone(state);
@@ -363,7 +384,7 @@ impl RedisLock {
             return Ok(false);
         }
         let state = Arc::clone(&hold.state);
-        let invocation = renew_invocation(&self.key, &hold.token, ttl);
+        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
         let (renewed, _) = self.run("renew", false, |conn| invocation.invoke::<i64>(conn))?;
@@ -407,6 +428,60 @@ impl RedisLock {
         };
         hold.finish();
         released
+    }
+
+    /// Makes the next acquire that takes the key (not one that confirms a
+    /// hold) a once-per-window acquire: windows of `period` aligned to the
+    /// Unix epoch on the Redis server's clock (`TIME`), the key kept at
+    /// least until the window in which it was taken ends. `None` turns it
+    /// off. See [`RedisLock::end_window`].
+    pub fn set_once_per(&mut self, period: Option<Duration>) {
+        self.once_per = period;
+    }
+
+    /// Ends a hold taken in once-per mode: if the key is still ours and its
+    /// window has not ended yet (by the server's clock), it is left to
+    /// expire at the window's end (`PEXPIREAT`, token-checked), so nobody
+    /// takes it again in that window; past the window's end it is deleted
+    /// as by [`RedisLock::release`]. A hold taken without a window is
+    /// released. The lock is not held afterwards either way. `Ok(true)`:
+    /// we held it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisLock::release`]; the key then expires by its TTL, which
+    /// the acquire made last at least until the window's end.
+    pub fn end_window(&mut self) -> Result<bool> {
+        self.adopt_process();
+        let window_end_ms = match &self.hold {
+            Some(hold) if hold.window_end_ms != 0 => hold.window_end_ms,
+            _ => return self.release(),
+        };
+        let Some(hold) = self.take_hold() else {
+            return Ok(false);
+        };
+        hold.state.signal_stop();
+        let ended = if !hold.state.is_valid() {
+            Ok(false)
+        } else {
+            let mut invocation = scripts().end_window.prepare_invoke();
+            invocation
+                .key(&self.key)
+                .arg(&hold.token)
+                .arg(window_end_ms)
+                .arg(&self.channel);
+            match self.run("leave to expire", false, |conn| {
+                invocation.invoke::<i64>(conn)
+            }) {
+                Ok((1 | 2, _)) => Ok(true),
+                // As for release: our first try most likely deleted it.
+                Ok((-1, retried)) => Ok(retried),
+                Ok(_) => Ok(false),
+                Err(failed) => Err(failed.error),
+            }
+        };
+        hold.finish();
+        ended
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {

@@ -50,7 +50,17 @@
 //!   (no key). The publish is a `pcall`, so an ACL user without
 //!   channel rights can still release (its waiters then poll).
 //!
-//! All three are safe to run twice, which is what lets a command whose
+//! - once per window (`cron_guard`'s `'once_per'`, see
+//!   [`RedisLock::set_once_per`]): the acquire script also reads the
+//!   server's `TIME`, computes the end of the window (aligned to the Unix
+//!   epoch) and `PEXPIREAT`s the key to it if that is later than the TTL;
+//!   renew never shortens the key below it; at the job's end a token-checked
+//!   script `PEXPIREAT`s the key to the window's end instead of deleting it
+//!   (or deletes and publishes, as release does, once the window is over).
+//!   The server's clock is the only one that places windows, so the hosts'
+//!   clock skew never lets a window have two runs.
+//!
+//! All of them are safe to run twice, which is what lets a command whose
 //! connection broke be sent again (see below).
 //!
 //! Any other client that takes `<key>` with `SET NX` excludes cronlock and is
@@ -138,7 +148,7 @@
 //! | module | what |
 //! | --- | --- |
 //! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release, messages |
-//! | `scripts` | the three Lua scripts |
+//! | `scripts` | the Lua scripts |
 //! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
 //! | `dsn` | parsing a DSN; the passwords kept out of messages |
 //! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
