@@ -151,21 +151,30 @@ namespace CronLock {
         /**
          * Validates the arguments; connects on first use.
          *
-         * @param string $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…' (TLS;
-         *        trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
-         *        certificate checks), 'unix:///path/to/redis.sock'.
+         * @param string|list<string> $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…'
+         *        (TLS; trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
+         *        certificate checks), 'unix:///path/to/redis.sock'. A list of such DSNs of
+         *        independent masters (no two the same address) is Redlock: the lock is held when a
+         *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
+         *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
+         *        majority is false, fewer answering masters than a majority ConnectionException; a
+         *        failed attempt deletes the grants it got; a minority down or stopped costs at most
+         *        read_timeout (+ connect_timeout) per call and does not stop the lock.
+         *        'redis-sentinel://' and 'redis-cluster://' DSNs throw \ValueError: not supported
+         *        in this build.
          * @param string $key the Redis key holding the token.
          * @param float $ttl seconds the key lives without renewal, > 0.
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
          *        'auto_renew': a background thread renews every ttl/3 while held (default false);
          *        'connect_timeout', 'read_timeout': seconds, > 0 and ≤ 86400 (default 1.0);
          *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT).
-         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
-         * @throws \TypeError for an option of the wrong type.
+         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN (for a list:
+         *         named as $dsn[i]), an empty list or one naming a master twice, or an unknown option.
+         * @throws \TypeError for an option of the wrong type, a $dsn list entry that is not a string.
          * @throws \Error when called again on a constructed object (which then changes nothing).
          *         Cloning throws \Error too; serializing or unserializing throws LockException.
          */
-        public function __construct(string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
+        public function __construct(string|array $dsn, string $key, float $ttl = 300.0, array $options = []) {}
 
         /**
          * One round trip: SET NX PX and the fencing INCR in one script.
@@ -198,7 +207,12 @@ namespace CronLock {
          * Token-checked PEXPIRE: asks the server. false when the key is no longer ours.
          * Sent once more on a new connection when the connection broke.
          *
-         * @throws ConnectionException (the lock stays held, as far as we know, until its TTL)
+         * Redlock: sent to every master; true when a majority extended it (the hold then
+         * counts as valid for $ttl − drift), false when so many say the key is not ours that no
+         * majority is left.
+         *
+         * @throws ConnectionException (the lock stays held, as far as we know, until its TTL;
+         *         Redlock: too few masters answered to decide)
          */
         public function renew(?float $ttl = null): bool {}
 
@@ -207,8 +221,10 @@ namespace CronLock {
          * more on a new connection when the connection broke; a key found gone on that
          * second try counts as released (the first try most likely deleted it).
          *
-         * @throws ConnectionException when Redis still fails; the lock is then not held
-         *         and the key expires by its TTL.
+         * Redlock: sent to every master; true when held, whatever a minority answered.
+         *
+         * @throws ConnectionException when Redis still fails (Redlock: fewer than a majority
+         *         answered); the lock is then not held and the key expires by its TTL.
          */
         public function release(): bool {}
 
@@ -218,7 +234,24 @@ namespace CronLock {
         /** The random token (128 bits, hex) stored as the key's value; null when not held. */
         public function token(): ?string {}
 
-        /** Strictly increasing per key with each successful acquire; null when not held. */
+        /**
+         * Strictly increasing per key with each successful acquire (`INCR <key>:fence`, which
+         * cronlock never deletes: deleting it, or a Redis that loses it in a restart without
+         * persistence, restarts the numbers); null when not held.
+         *
+         * Redlock (a list of DSNs): always null. Kleppmann's critique of Redlock is that a lock
+         * with a TTL cannot protect a resource by itself (a paused holder wakes up after its
+         * TTL and writes anyway), that only a fencing number checked by the resource can, and
+         * that Redlock has no way to make one. antirez's answer is that the random token can be
+         * checked by the resource instead (compare-and-set) and that Redlock's timing
+         * assumptions are reasonable. cronlock agrees with the first half of each: no number
+         * made from independent masters' counters is strictly increasing under the failures
+         * Redlock is meant to survive (a master restarting without its counter, a grant that
+         * reaches only part of a majority), and a number that usually increases would be
+         * trusted where it must not be. So Redlock mode offers token() for compare-and-set at
+         * the resource, and no fencing number; use a single Redis (or a Database lock) when the
+         * resource needs one.
+         */
         public function fencingToken(): ?int {}
 
         public function key(): string {}

@@ -1,5 +1,5 @@
-//! Signatures the ext-php-rs macros cannot express: the union type
-//! `CronLock\Lock|string|null`, `array $options = []` and a class return
+//! Signatures the ext-php-rs macros cannot express: the union types
+//! `CronLock\Lock|string|null` and `string|array`, `array $options = []` and a class return
 //! type. They are set in place once, so Reflection, IDEs and the stub test
 //! see the contract's exact signatures. Argument parsing is unaffected.
 
@@ -35,7 +35,13 @@ pub fn fix_signatures() {
         set_arg(cron_guard, 1, lock_or_name, c"null");
         set_arg(cron_guard, 2, array, c"[]");
         set_arg(method("CronLock\\File", "__construct"), 1, array, c"[]");
-        set_arg(method("CronLock\\Redis", "__construct"), 3, array, c"[]");
+        let redis_construct = method("CronLock\\Redis", "__construct");
+        let string_or_array = zend_type {
+            ptr: std::ptr::null_mut(),
+            type_mask: MAY_BE_STRING | MAY_BE_ARRAY,
+        };
+        set_arg(redis_construct, 0, string_or_array, c"");
+        set_arg(redis_construct, 3, array, c"[]");
         set_arg(
             method("CronLock\\Guard", "lock"),
             -1,
@@ -92,7 +98,7 @@ fn set_arg(function: *mut zend_function, index: isize, type_: zend_type, default
     // ext-php-rs leaks these tables for the life of the process.
     let info: &mut zend_internal_arg_info = unsafe { &mut *internal.arg_info.offset(index) };
     info.type_ = type_;
-    if index >= 0 {
+    if index >= 0 && !default.is_empty() {
         info.default_value = default.as_ptr();
     }
 }

@@ -2,7 +2,8 @@
 
 use super::exceptions::lock_exception;
 use super::lock_interface::PhpInterfaceLock;
-use super::options::Options;
+use super::options::{type_name, Options};
+use crate::error::Error;
 use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions};
 use crate::lock::Wait;
 use ext_php_rs::exception::PhpException;
@@ -12,7 +13,7 @@ use ext_php_rs::ffi::{
 };
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::ZendHashTable;
+use ext_php_rs::types::{ZendHashTable, Zval};
 use ext_php_rs::zend::{ce, ClassEntry, ExecutorGlobals};
 use std::sync::Once;
 use std::time::Duration;
@@ -29,7 +30,7 @@ pub struct Redis {
 impl Redis {
     #[php(defaults(ttl = 300.0))]
     pub fn __construct(
-        dsn: String,
+        dsn: &Zval,
         key: String,
         ttl: f64,
         options: Option<&ZendHashTable>,
@@ -64,9 +65,11 @@ impl Redis {
             read_timeout: timeout("read_timeout", defaults.read_timeout)?,
             auto_renew: options.bool("auto_renew")?.unwrap_or(defaults.auto_renew),
         };
+        let dsns = dsn_list(dsn)?;
+        let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
         super::note_lock_object();
         Ok(Redis {
-            lock: RedisLock::new(&dsn, &key, ttl_from_secs(ttl)?, redis_options)?,
+            lock: RedisLock::on_masters(&dsns, &key, ttl_from_secs(ttl)?, redis_options)?,
         })
     }
 
@@ -113,6 +116,36 @@ impl Redis {
         let _ = data;
         Err(serialization_refused())
     }
+}
+
+/// `$dsn`: one DSN, or a list of them (Redlock). Never echoes a DSN: it
+/// may hold a password.
+fn dsn_list(dsn: &Zval) -> PhpResult<Vec<String>> {
+    if let Some(one) = dsn.str() {
+        return Ok(vec![one.to_owned()]);
+    }
+    let Some(list) = dsn.array() else {
+        return Err(Error::type_(
+            "$dsn",
+            format!("must be of type array|string, {} given", type_name(dsn)),
+        )
+        .into());
+    };
+    if !list.has_sequential_keys() {
+        return Err(Error::value("$dsn", "must be a list of DSNs (keys 0, 1, 2, …)").into());
+    }
+    list.values()
+        .enumerate()
+        .map(|(index, value)| {
+            value.str().map(str::to_owned).ok_or_else(|| {
+                Error::type_(
+                    format!("$dsn[{index}]"),
+                    format!("must be of type string, {} given", type_name(value)),
+                )
+                .into()
+            })
+        })
+        .collect()
 }
 
 fn serialization_refused() -> PhpException {

@@ -27,6 +27,22 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
             "must not have leading or trailing spaces",
         ));
     }
+    for (scheme, what) in [
+        ("redis-sentinel://", "Redis Sentinel"),
+        ("rediss-sentinel://", "Redis Sentinel"),
+        ("redis-cluster://", "Redis Cluster"),
+        ("rediss-cluster://", "Redis Cluster"),
+    ] {
+        if dsn
+            .get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+        {
+            return Err(Error::value(
+                "$dsn",
+                format!("names {what} ({scheme}…), which is not supported in this build"),
+            ));
+        }
+    }
     let mut secrets = Secrets::in_dsn(dsn);
     let bad_dsn = |err: RedisError, secrets: &Secrets| {
         Error::value(
@@ -60,6 +76,16 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
 pub(super) struct Secrets(Vec<String>);
 
 impl Secrets {
+    pub(super) fn none() -> Self {
+        Secrets(Vec::new())
+    }
+
+    pub(super) fn merge(&mut self, other: Secrets) {
+        for secret in other.0 {
+            self.add(Some(&secret));
+        }
+    }
+
     /// The raw forms, as written in the DSN (the decoded one is added from
     /// the parsed connection info).
     pub(super) fn in_dsn(dsn: &str) -> Self {

@@ -1,10 +1,11 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
-use super::connection::{run_retrying_once, Server};
+use super::connection::run_retrying_once;
 use super::dsn::{parse_dsn, Secrets};
 use super::errors::{describe_failure, makes_lock_unusable, plain_io, shorten, Failed, Failure};
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::redlock::{drift, on_all, verdict, Node, Verdict};
 use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
@@ -24,12 +25,13 @@ pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A lock on one Redis key. See the [module docs](super) for the protocol.
 pub struct RedisLock {
-    server: Server,
-    key: String,
+    /// The server; for Redlock, the independent masters.
+    pub(super) nodes: Vec<Node>,
+    pub(super) key: String,
     fence_key: String,
-    channel: String,
+    pub(super) channel: String,
     pub(super) ttl: Duration,
-    options: RedisOptions,
+    pub(super) options: RedisOptions,
     secrets: Secrets,
     /// Tells this lock apart from other objects on the same key in the
     /// per-thread registry of holds.
@@ -38,10 +40,9 @@ pub struct RedisLock {
     name: LockName,
     /// The process whose sockets and thread `conn` and `hold` are.
     owner_pid: u32,
-    conn: Option<Connection>,
     hold: Option<Hold>,
     /// The value of `<key>` seen by the last acquire that found it busy.
-    last_holder: Option<String>,
+    pub(super) last_holder: Option<String>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
@@ -112,7 +113,29 @@ impl RedisLock {
     /// the message never contains the password) or
     /// `$options['connect_timeout']` / `$options['read_timeout']` (zero).
     pub fn new(dsn: &str, key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
+        Self::on_masters(&[dsn], key, ttl, options)
+    }
+
+    /// A Redlock: the key on each of `dsns`, independent masters, held while
+    /// a majority granted it (see the module docs). One DSN is a plain lock.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisLock::new`], and [`Error::InvalidValue`] naming `$dsn`
+    /// for an empty list or one that names a master twice.
+    pub fn on_masters(
+        dsns: &[&str],
+        key: &str,
+        ttl: Duration,
+        options: RedisOptions,
+    ) -> Result<Self> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        if dsns.is_empty() {
+            return Err(Error::value(
+                "$dsn",
+                "must be a DSN or a non-empty list of DSNs",
+            ));
+        }
         if key.is_empty() {
             return Err(Error::value("$key", "must not be empty"));
         }
@@ -122,14 +145,39 @@ impl RedisLock {
         let ttl = check_ttl(ttl)?;
         check_timeout("$options['connect_timeout']", options.connect_timeout)?;
         check_timeout("$options['read_timeout']", options.read_timeout)?;
-        let (server, secrets) = parse_dsn(dsn)?;
+        let mut nodes: Vec<Node> = Vec::with_capacity(dsns.len());
+        let mut secrets = Secrets::none();
+        for (index, dsn) in dsns.iter().enumerate() {
+            let (server, found) = parse_dsn(dsn).map_err(|err| match err {
+                Error::InvalidValue { arg, reason } if dsns.len() > 1 => {
+                    Error::value(format!("{arg}[{index}]"), reason)
+                }
+                other => other,
+            })?;
+            secrets.merge(found);
+            let node = Node::new(server);
+            if nodes.iter().any(|other| other.address() == node.address()) {
+                return Err(Error::value(
+                    "$dsn",
+                    format!(
+                        "names the Redis master {} twice; Redlock needs independent masters",
+                        node.address()
+                    ),
+                ));
+            }
+            nodes.push(node);
+        }
         let name = LockName {
-            address: server.client.get_connection_info().addr().to_string(),
-            db: server.db,
+            address: nodes
+                .iter()
+                .map(|node| node.server.client.get_connection_info().addr().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            db: nodes[0].server.db,
             key: key.to_owned(),
         };
         Ok(RedisLock {
-            server,
+            nodes,
             name,
             key: key.to_owned(),
             fence_key: format!("{key}:fence"),
@@ -139,7 +187,6 @@ impl RedisLock {
             secrets,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             owner_pid: sys::current_pid(),
-            conn: None,
             hold: None,
             last_holder: None,
             busy_here: false,
@@ -223,13 +270,21 @@ impl RedisLock {
                     backoff = RECONNECT_BACKOFF_MIN;
                     // Subscribe, then retry at once, so a release between
                     // the attempt and the subscription still wakes us.
-                    if listener.subscribe(&self.server, &self.options, &self.channel) {
+                    // Redlock: the first master's channel; polling covers
+                    // the rest.
+                    if listener.subscribe(&self.nodes[0].server, &self.options, &self.channel) {
                         continue;
                     }
                     if wait.remaining() == Some(Duration::ZERO) {
                         return Ok(false);
                     }
-                    expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL))
+                    let nap = expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL));
+                    if self.is_redlock() {
+                        // Waiters that split the votes must not retry in step.
+                        nap.mul_f64(0.5 + jitter())
+                    } else {
+                        nap
+                    }
                 }
                 Err(Failed {
                     error,
@@ -265,14 +320,10 @@ impl RedisLock {
     /// One run of the acquire script (retried once on a broken connection:
     /// it is idempotent for a given token).
     fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
-        let mut invocation = scripts().acquire.prepare_invoke();
-        invocation
-            .key(&self.key)
-            .key(&self.fence_key)
-            .arg(token)
-            .arg(ttl_ms(self.ttl))
-            .arg(if mode == Mode::Confirm { "1" } else { "0" })
-            .arg(self.once_per.map_or(0, ttl_ms));
+        if self.is_redlock() {
+            return self.attempt_on_masters(token, mode);
+        }
+        let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
         let ((acquired, number, holder, window_end), _): ((i64, i64, String, i64), _) =
             self.run("acquire", mode == Mode::Wait, |conn| {
@@ -288,6 +339,36 @@ impl RedisLock {
         ))
     }
 
+    pub(super) fn acquire_invocation(
+        &self,
+        token: &str,
+        mode: Mode,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut invocation = scripts().acquire.prepare_invoke();
+        invocation
+            .key(&self.key)
+            .key(&self.fence_key)
+            .arg(token)
+            .arg(ttl_ms(self.ttl))
+            .arg(if mode == Mode::Confirm { "1" } else { "0" })
+            .arg(self.once_per.map_or(0, ttl_ms));
+        invocation
+    }
+
+    pub(super) fn is_redlock(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    /// How long a hold confirmed with `ttl` counts as valid from when the
+    /// command was sent: the TTL, less the drift allowance for Redlock.
+    pub(super) fn valid_for(&self, ttl: Duration) -> Duration {
+        if self.is_redlock() {
+            ttl.saturating_sub(drift(ttl))
+        } else {
+            ttl
+        }
+    }
+
     /// D1: acquire() on a held lock asks the server and extends the TTL.
     fn confirm_hold(&mut self) -> Result<bool> {
         let Some(hold) = &self.hold else {
@@ -299,7 +380,7 @@ impl RedisLock {
         let sent = Instant::now();
         match self.attempt(&token, Mode::Confirm)? {
             Attempt::Ours(..) => {
-                state.extend(sent, self.ttl);
+                state.extend(sent, self.valid_for(self.ttl));
                 Ok(true)
             }
             Attempt::Busy(_) => {
@@ -319,7 +400,7 @@ impl RedisLock {
         sent: Instant,
         window_end_ms: i64,
     ) -> Result<bool> {
-        let state = Arc::new(HoldState::new(sent, self.ttl));
+        let state = Arc::new(HoldState::new(sent, self.valid_for(self.ttl)));
         let renewer = if self.options.auto_renew {
             match self.spawn_renewer(&token, &state, window_end_ms) {
                 Ok(renewer) => Some(renewer),
@@ -353,10 +434,14 @@ impl RedisLock {
         window_end_ms: i64,
     ) -> std::io::Result<JoinHandle<()>> {
         let renewal = Renewal {
-            server: self.server.clone(),
+            nodes: self
+                .nodes
+                .iter()
+                .map(|node| Node::new(node.server.clone()))
+                .collect(),
             options: self.options,
             invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
-            ttl: self.ttl,
+            valid_for: self.valid_for(self.ttl),
         };
         let state = Arc::clone(state);
         thread::Builder::new()
@@ -387,10 +472,13 @@ impl RedisLock {
         let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
-        let (renewed, _) = self.run("renew", false, |conn| invocation.invoke::<i64>(conn))?;
-        let renewed = renewed == 1;
+        let renewed = self.everywhere(
+            "renew",
+            &|conn| invocation.invoke::<i64>(conn),
+            |reply, _| reply == 1,
+        )?;
         if renewed {
-            state.extend(sent, ttl);
+            state.extend(sent, self.valid_for(ttl));
         } else {
             state.lost.store(true, Ordering::Release);
         }
@@ -470,15 +558,14 @@ impl RedisLock {
                 .arg(&hold.token)
                 .arg(window_end_ms)
                 .arg(&self.channel);
-            match self.run("leave to expire", false, |conn| {
-                invocation.invoke::<i64>(conn)
-            }) {
-                Ok((1 | 2, _)) => Ok(true),
-                // As for release: our first try most likely deleted it.
-                Ok((-1, retried)) => Ok(retried),
-                Ok(_) => Ok(false),
-                Err(failed) => Err(failed.error),
-            }
+            let redlock = self.is_redlock();
+            self.everywhere(
+                "leave to expire",
+                &|conn| invocation.invoke::<i64>(conn),
+                // -1 as for release: our first try most likely deleted it
+                // (or, for Redlock, a minority master never had it).
+                |reply, retried| reply == 1 || reply == 2 || (reply == -1 && (retried || redlock)),
+            )
         };
         hold.finish();
         ended
@@ -487,12 +574,36 @@ impl RedisLock {
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
         let mut invocation = scripts().release.prepare_invoke();
         invocation.key(&self.key).arg(token).arg(&self.channel);
-        match self.run("release", false, |conn| invocation.invoke::<i64>(conn))? {
-            (1, _) => Ok(true),
-            // No key at all after a broken connection: most likely our first
-            // try deleted it and its reply was lost; nobody else holds it.
-            (-1, retried) => Ok(retried),
-            _ => Ok(false),
+        let redlock = self.is_redlock();
+        // No key at all after a broken connection: most likely our first
+        // try deleted it and its reply was lost; nobody else holds it. For
+        // Redlock, a master that never granted (or lost) the key is no
+        // reason to report a held lock as not held.
+        self.everywhere(
+            "release",
+            &|conn| invocation.invoke::<i64>(conn),
+            |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
+        )
+    }
+
+    /// Runs a token-checked yes/no script on the server, or on every
+    /// Redlock master: `Ok(true)` when it (a majority) said yes,
+    /// `Ok(false)` when it (so many that no majority is left) said no.
+    pub(super) fn everywhere(
+        &mut self,
+        op: &str,
+        command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
+        yes: impl Fn(i64, bool) -> bool,
+    ) -> Result<bool> {
+        if !self.is_redlock() {
+            let (reply, retried) = self.run(op, false, command)?;
+            return Ok(yes(reply, retried));
+        }
+        let results = on_all(&mut self.nodes, &self.options, command);
+        match verdict(results, yes) {
+            Verdict::Yes => Ok(true),
+            Verdict::No => Ok(false),
+            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures).error),
         }
     }
 
@@ -512,6 +623,12 @@ impl RedisLock {
     /// The fencing number of this acquisition (strictly increasing per key,
     /// across holders); `None` when not held.
     pub fn fencing_token(&self) -> Option<i64> {
+        if self.is_redlock() {
+            // See the module docs, "Redlock": no number across independent
+            // masters is strictly increasing under the failures Redlock is
+            // meant to survive.
+            return None;
+        }
         self.current_hold().map(|hold| hold.fence)
     }
 
@@ -541,15 +658,13 @@ impl RedisLock {
     /// `redis key '<key>' at <address>[/db]` for messages, the key cut to
     /// 200 characters.
     pub fn describe(&self) -> String {
-        let db = match self.server.db {
-            0 => String::new(),
-            db => format!("/{db}"),
-        };
-        format!(
-            "redis key '{}' at {}{db}",
-            shorten(&self.key),
-            self.server.client.get_connection_info().addr()
-        )
+        let at = self
+            .nodes
+            .iter()
+            .map(Node::address)
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("redis key '{}' at {at}", shorten(&self.key))
     }
 
     /// Takes the hold out of this object and out of the thread's registry.
@@ -573,7 +688,9 @@ impl RedisLock {
     fn adopt_process(&mut self) {
         let pid = sys::current_pid();
         if self.owner_pid != pid {
-            mem::forget(self.conn.take());
+            for node in &mut self.nodes {
+                mem::forget(node.conn.take());
+            }
             mem::forget(self.hold.take());
             self.owner_pid = pid;
         }
@@ -589,21 +706,22 @@ impl RedisLock {
         in_wait: bool,
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failed> {
+        let node = &mut self.nodes[0];
         run_retrying_once(
-            &mut self.conn,
-            &self.server,
+            &mut node.conn,
+            &node.server,
             &self.options,
             in_wait,
             command,
         )
         .map_err(|failure| Failed {
-            error: self.error(op, &failure),
+            error: self.error(0, op, &failure),
             transient: failure.is_transient(),
         })
     }
 
-    fn error(&self, op: &str, failure: &Failure) -> Error {
-        let addr = self.server.client.get_connection_info().addr();
+    pub(super) fn error(&self, node: usize, op: &str, failure: &Failure) -> Error {
+        let addr = self.nodes[node].server.client.get_connection_info().addr();
         let key = shorten(&self.key);
         let message = match failure {
             Failure::Connect(err) if err.is_timeout() => format!(
@@ -643,4 +761,14 @@ impl Drop for RedisLock {
             let _ = self.release();
         }
     }
+}
+
+/// A number in [0, 1) that differs between processes and calls.
+fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let mixed = (u64::from(nanos) ^ u64::from(sys::current_pid()).rotate_left(32))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 11) as f64 / (1u64 << 53) as f64
 }

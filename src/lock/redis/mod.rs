@@ -69,8 +69,36 @@
 //! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
 //! someone else) is never extended or deleted: `renew()`/`release()` report
 //! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
-//! fencing counter; leave it alone. Redis Cluster is not supported (no
-//! `MOVED` handling).
+//! fencing counter; leave it alone. Sentinel and Cluster DSNs are refused
+//! as not supported in this build.
+//!
+//! # Redlock
+//!
+//! [`RedisLock::on_masters`] with several DSNs of independent masters: each
+//! operation runs the same script on every master at once (one scoped
+//! thread per master, `redlock::on_all`; one master runs on the caller's
+//! thread), so a master that is down or stopped costs its timeouts once.
+//!
+//! - acquire: held when a majority (`n/2 + 1`) granted and the attempt took
+//!   less than TTL − drift, drift = TTL/100 + 2 ms (the Redlock paper's
+//!   allowance for clock drift between the masters and us); the hold then
+//!   counts as valid until TTL − drift after the attempt was sent. An attempt
+//!   that falls short deletes (token-checked) the grants it got; a master that
+//!   did not answer keeps our key until its TTL. A majority busy: `Ok(false)`
+//!   (waiters retry after a random part of the poll interval, so two
+//!   waiters that split the votes do not retry in step); fewer answering
+//!   masters than a majority: the error, naming each master's failure.
+//! - renew, confirm, release, end of a once-per window: yes when a majority
+//!   said yes; no (lost) when so many said no that no majority is left;
+//!   otherwise the error. A release (or window end) counts "no key" on a
+//!   master as yes: a minority that never had or lost the key does not make
+//!   a held lock "not held".
+//! - Waiters subscribe to the first master's channel and poll the others.
+//! - No fencing number (`fencing_token()` is `None`): no number made from
+//!   independent counters is strictly increasing when a master restarts
+//!   without its counter or a grant reaches only part of a majority (see
+//!   the stub for where cronlock stands between Kleppmann and antirez).
+//! - The D3 registry names the lock by all its addresses, in order.
 //!
 //! # DSN
 //!
@@ -154,6 +182,7 @@
 //! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
 //! | `listener` | a waiter's subscription to `<key>:released` |
 //! | `errors` | which failures are transient or fatal, and saying them in words |
+//! | `redlock` | Redlock: running a script on every master, majorities, the drift allowance |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
 //! | `renewer` | the hold's shared state and the auto-renew thread |
 //! | `token` | the random part of a token |
@@ -165,6 +194,7 @@ mod errors;
 mod listener;
 mod lock;
 mod options;
+mod redlock;
 mod registry;
 mod renewer;
 mod scripts;
