@@ -160,14 +160,29 @@ namespace CronLock {
          *        majority is false, fewer answering masters than a majority ConnectionException; a
          *        failed attempt deletes the grants it got; a minority down or stopped costs at most
          *        read_timeout (+ connect_timeout) per call and does not stop the lock.
-         *        'redis-sentinel://' and 'redis-cluster://' DSNs throw \ValueError: not supported
-         *        in this build.
+         *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'
+         *        ('rediss-sentinel://' for TLS; default port 26379; the password is the master's,
+         *        sentinels are asked without one): before every acquire, renew and release the
+         *        sentinels (the first that answers) name the master (SENTINEL
+         *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
+         *        follows a failover and never trusts an old master that still takes writes. A key
+         *        that did not reach the new master makes renew() false (never silently kept).
+         *        'redis-cluster://' DSNs throw \ValueError: not supported in this build.
          * @param string $key the Redis key holding the token.
          * @param float $ttl seconds the key lives without renewal, > 0.
-         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
+         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int} $options
          *        'auto_renew': a background thread renews every ttl/3 while held (default false);
          *        'connect_timeout', 'read_timeout': seconds, > 0 and ≤ 86400 (default 1.0);
-         *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT).
+         *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT);
+         *        'replicas' (0 to 1000, default 0; one master or Sentinel, not Redlock): acquire()
+         *        returns true only once that many replicas acknowledged the key and its fencing
+         *        number (WAIT, within 4/5 of read_timeout); otherwise the key is given back and
+         *        ConnectionException is thrown (a wait retries until its deadline). With N ≥ 1 a
+         *        failover to an acknowledging replica keeps the key and the fencing number never
+         *        goes backwards; WAIT is not consensus: a failover to a replica that did not
+         *        acknowledge (more replicas than N, or Sentinel picking a lagging one) can still
+         *        lose the key, which renew() then reports. 0: a failover right after acquire
+         *        can lose the key (renew() false) and hand out a fencing number again.
          * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN (for a list:
          *         named as $dsn[i]), an empty list or one naming a master twice, or an unknown option.
          * @throws \TypeError for an option of the wrong type, a $dsn list entry that is not a string.

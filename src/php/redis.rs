@@ -47,7 +47,7 @@ impl Redis {
         let options = Options::new(
             "$options",
             options,
-            &["auto_renew", "connect_timeout", "read_timeout"],
+            &["auto_renew", "connect_timeout", "read_timeout", "replicas"],
         )?;
         let defaults = RedisOptions::default();
         let timeout = |name: &str, default: Duration| -> PhpResult<Duration> {
@@ -64,6 +64,18 @@ impl Redis {
             connect_timeout: timeout("connect_timeout", defaults.connect_timeout)?,
             read_timeout: timeout("read_timeout", defaults.read_timeout)?,
             auto_renew: options.bool("auto_renew")?.unwrap_or(defaults.auto_renew),
+            replicas: match options.int("replicas")? {
+                None => defaults.replicas,
+                Some(count) => u32::try_from(count)
+                    .ok()
+                    .filter(|&count| count <= 1000)
+                    .ok_or_else(|| {
+                        Error::value(
+                            options.arg_name("replicas"),
+                            "must be a number of replicas from 0 to 1000",
+                        )
+                    })?,
+            },
         };
         let dsns = dsn_list(dsn)?;
         let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();

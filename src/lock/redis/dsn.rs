@@ -28,8 +28,6 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
         ));
     }
     for (scheme, what) in [
-        ("redis-sentinel://", "Redis Sentinel"),
-        ("rediss-sentinel://", "Redis Sentinel"),
         ("redis-cluster://", "Redis Cluster"),
         ("rediss-cluster://", "Redis Cluster"),
     ] {
@@ -68,6 +66,7 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
         username: settings.username().map(str::to_owned),
         password: settings.password().map(str::to_owned),
         db: settings.db(),
+        require_master: false,
     };
     Ok((server, secrets))
 }

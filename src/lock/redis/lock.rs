@@ -9,6 +9,7 @@ use super::redlock::{drift, on_all, verdict, Node, Verdict};
 use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
+use super::sentinel::Sentinel;
 use super::token::random_token;
 use crate::error::{Error, Result};
 use crate::lock::{sys, Wait};
@@ -25,8 +26,11 @@ pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A lock on one Redis key. See the [module docs](super) for the protocol.
 pub struct RedisLock {
-    /// The server; for Redlock, the independent masters.
+    /// The server; for Redlock, the independent masters; for Sentinel, the
+    /// master the sentinels named last.
     pub(super) nodes: Vec<Node>,
+    /// Sentinel: who names the master.
+    sentinel: Option<Sentinel>,
     pub(super) key: String,
     fence_key: String,
     pub(super) channel: String,
@@ -71,6 +75,10 @@ impl Hold {
         }
     }
 }
+
+/// The acquire script's reply: `{1, fence, '', window end}` or
+/// `{0, PTTL, holder, 0}`.
+pub(super) type AcquireReply = (i64, i64, String, i64);
 
 /// Why the acquire script runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -145,9 +153,28 @@ impl RedisLock {
         let ttl = check_ttl(ttl)?;
         check_timeout("$options['connect_timeout']", options.connect_timeout)?;
         check_timeout("$options['read_timeout']", options.read_timeout)?;
+        if dsns.len() > 1 && options.replicas > 0 {
+            return Err(Error::value(
+                "$options['replicas']",
+                "applies to one master (or a Sentinel DSN), not to a list of Redlock masters",
+            ));
+        }
         let mut nodes: Vec<Node> = Vec::with_capacity(dsns.len());
         let mut secrets = Secrets::none();
+        let mut sentinel = None;
         for (index, dsn) in dsns.iter().enumerate() {
+            if let Some((found, found_secrets)) = Sentinel::parse(dsn)? {
+                if dsns.len() > 1 {
+                    return Err(Error::value(
+                        format!("$dsn[{index}]"),
+                        "must be a redis://, rediss:// or unix:// DSN: Redlock needs independent masters",
+                    ));
+                }
+                secrets.merge(found_secrets);
+                nodes.push(found.first_node());
+                sentinel = Some(found);
+                break;
+            }
             let (server, found) = parse_dsn(dsn).map_err(|err| match err {
                 Error::InvalidValue { arg, reason } if dsns.len() > 1 => {
                     Error::value(format!("{arg}[{index}]"), reason)
@@ -168,16 +195,20 @@ impl RedisLock {
             nodes.push(node);
         }
         let name = LockName {
-            address: nodes
-                .iter()
-                .map(|node| node.server.client.get_connection_info().addr().to_string())
-                .collect::<Vec<_>>()
-                .join(","),
+            address: match &sentinel {
+                Some(sentinel) => sentinel.describe(),
+                None => nodes
+                    .iter()
+                    .map(|node| node.server.client.get_connection_info().addr().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            },
             db: nodes[0].server.db,
             key: key.to_owned(),
         };
         Ok(RedisLock {
             nodes,
+            sentinel,
             name,
             key: key.to_owned(),
             fence_key: format!("{key}:fence"),
@@ -325,10 +356,34 @@ impl RedisLock {
         }
         let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
-        let ((acquired, number, holder, window_end), _): ((i64, i64, String, i64), _) =
+        let replicas = if mode == Mode::Confirm {
+            0
+        } else {
+            self.options.replicas
+        };
+        // WAIT gives up a little before the socket would.
+        let wait_ms = (self.options.read_timeout.as_millis() * 4 / 5).max(1) as u64;
+        let (((acquired, number, holder, window_end), acks), _) =
             self.run("acquire", mode == Mode::Wait, |conn| {
-                invocation.invoke(conn)
+                let reply: AcquireReply = invocation.invoke(conn)?;
+                if reply.0 != 1 || replicas == 0 {
+                    return Ok((reply, 0));
+                }
+                let acks: i64 = redis::cmd("WAIT").arg(replicas).arg(wait_ms).query(conn)?;
+                Ok((reply, acks))
             })?;
+        if acquired == 1 && acks < i64::from(replicas) {
+            // Not safe from a failover yet: give it back.
+            let _ = self.delete_if_ours(token);
+            return Err(Failed {
+                error: Error::Connection(self.secrets.scrub(format!(
+                    "{} was taken, but only {acks} of the {replicas} replicas asked for \
+                     acknowledged it within {wait_ms} ms; it was given back",
+                    self.describe()
+                ))),
+                transient: true,
+            });
+        }
         if acquired == 1 {
             return Ok(Attempt::Ours(number, sent, window_end));
         }
@@ -442,6 +497,7 @@ impl RedisLock {
             options: self.options,
             invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
             valid_for: self.valid_for(self.ttl),
+            sentinel: self.sentinel.as_ref().map(Sentinel::fresh),
         };
         let state = Arc::clone(state);
         thread::Builder::new()
@@ -658,6 +714,13 @@ impl RedisLock {
     /// `redis key '<key>' at <address>[/db]` for messages, the key cut to
     /// 200 characters.
     pub fn describe(&self) -> String {
+        if let Some(sentinel) = &self.sentinel {
+            return format!(
+                "redis key '{}' at {}",
+                shorten(&self.key),
+                sentinel.describe()
+            );
+        }
         let at = self
             .nodes
             .iter()
@@ -707,6 +770,17 @@ impl RedisLock {
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failed> {
         let node = &mut self.nodes[0];
+        if let Some(sentinel) = &mut self.sentinel {
+            if let Err(reason) = sentinel.follow(node, &self.options) {
+                return Err(Failed {
+                    error: Error::Connection(self.secrets.scrub(format!(
+                        "cannot {op} key '{}': {reason}",
+                        shorten(&self.key)
+                    ))),
+                    transient: true,
+                });
+            }
+        }
         run_retrying_once(
             &mut node.conn,
             &node.server,

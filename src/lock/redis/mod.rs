@@ -69,8 +69,20 @@
 //! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
 //! someone else) is never extended or deleted: `renew()`/`release()` report
 //! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
-//! fencing counter; leave it alone. Sentinel and Cluster DSNs are refused
-//! as not supported in this build.
+//! fencing counter; leave it alone. Cluster DSNs are refused as not
+//! supported in this build.
+//!
+//! # Sentinel
+//!
+//! `redis-sentinel://…/master[/db]`: before every command the lock (and its
+//! renewal thread) asks the sentinels, the last that answered first, for the
+//! master's address (`sentinel`), and opens a new connection when it moved;
+//! a new connection to the master checks `ROLE` (a demoted master is a
+//! transient failure). So renew and acquire follow the master the sentinels
+//! name now, and a key that did not reach it is reported lost. With
+//! [`RedisOptions::replicas`] the acquire script is followed by `WAIT` on the
+//! same connection; too few acknowledgements give the key back and fail the
+//! attempt (transient: a waiter retries).
 //!
 //! # Redlock
 //!
@@ -183,10 +195,11 @@
 //! | `listener` | a waiter's subscription to `<key>:released` |
 //! | `errors` | which failures are transient or fatal, and saying them in words |
 //! | `redlock` | Redlock: running a script on every master, majorities, the drift allowance |
+//! | `sentinel` | asking the sentinels for the master; the `redis-sentinel://` DSN |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
 //! | `renewer` | the hold's shared state and the auto-renew thread |
 //! | `token` | the random part of a token |
-//! | `tests` | against real redis-servers (`tests/server.rs` starts them) |
+//! | `tests` | against real redis-servers, Redlock masters and Sentinel setups (`tests/server.rs` starts them) |
 
 mod connection;
 mod dsn;
@@ -198,6 +211,7 @@ mod redlock;
 mod registry;
 mod renewer;
 mod scripts;
+mod sentinel;
 #[cfg(test)]
 mod tests;
 mod token;

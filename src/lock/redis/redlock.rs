@@ -7,7 +7,7 @@
 
 use super::connection::{run_retrying_once, Server};
 use super::errors::{Failed, Failure};
-use super::lock::{Attempt, Mode, RedisLock};
+use super::lock::{AcquireReply, Attempt, Mode, RedisLock};
 use super::options::RedisOptions;
 use super::scripts::scripts;
 use crate::error::Error;
@@ -144,7 +144,7 @@ impl RedisLock {
         let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
         let results = on_all(&mut self.nodes, &self.options, &|conn| {
-            invocation.invoke::<(i64, i64, String, i64)>(conn)
+            invocation.invoke::<AcquireReply>(conn)
         });
         let elapsed = sent.elapsed();
         let masters = results.len();

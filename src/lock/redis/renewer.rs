@@ -2,6 +2,7 @@
 
 use super::options::RedisOptions;
 use super::redlock::{on_all, verdict, Node, Verdict};
+use super::sentinel::Sentinel;
 use parking_lot::{Condvar, Mutex};
 use redis::ScriptInvocation;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -80,6 +81,8 @@ pub(super) struct Renewal {
     pub(super) invocation: ScriptInvocation<'static>,
     /// How long a renewal counts as valid from when it was sent.
     pub(super) valid_for: Duration,
+    /// Sentinel: renew on the master the sentinels name now.
+    pub(super) sentinel: Option<Sentinel>,
 }
 
 impl Renewal {
@@ -90,9 +93,17 @@ impl Renewal {
             let gate = state.renew_gate.lock();
             let sent = Instant::now();
             let invocation = &self.invocation;
-            let results = on_all(&mut self.nodes, &self.options, &|conn| {
-                invocation.invoke::<i64>(conn)
-            });
+            let followed = match &mut self.sentinel {
+                Some(sentinel) => sentinel.follow(&mut self.nodes[0], &self.options).is_ok(),
+                None => true,
+            };
+            let results = if !followed {
+                Vec::new()
+            } else {
+                on_all(&mut self.nodes, &self.options, &|conn| {
+                    invocation.invoke::<i64>(conn)
+                })
+            };
             match verdict(results, |reply, _| reply == 1) {
                 Verdict::Yes => {
                     state.extend(sent, self.valid_for);

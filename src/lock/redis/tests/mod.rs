@@ -1,6 +1,7 @@
 //! Tests against real redis-servers started per test (see [`server`]).
 
 mod redlock;
+mod sentinel;
 mod server;
 
 use super::dsn::Secrets;
