@@ -167,7 +167,14 @@ namespace CronLock {
          *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
          *        follows a failover and never trusts an old master that still takes writes. A key
          *        that did not reach the new master makes renew() false (never silently kept).
-         *        'redis-cluster://' DSNs throw \ValueError: not supported in this build.
+         *        'redis-cluster://[[user]:password@]host[:port][,host[:port]…]' (seed nodes;
+         *        'rediss-cluster://' for TLS): commands go to the node that owns the key's slot,
+         *        MOVED and ASK are followed (resharding while held is survived), an unreachable
+         *        node sends us back to the seeds. The lock key is exactly $key; its fence counter
+         *        and release channel are '$key:fence' / '$key:released' when $key has a hash tag,
+         *        else '{$key}:fence' / '{$key}:released' (same slot); a $key with '}' but no hash
+         *        tag throws \ValueError. Waiters hear releases through cluster-wide PUBLISH on
+         *        the node they talk to, and poll every 50 ms besides.
          * @param string $key the Redis key holding the token.
          * @param float $ttl seconds the key lives without renewal, > 0.
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int} $options

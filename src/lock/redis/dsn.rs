@@ -27,20 +27,6 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
             "must not have leading or trailing spaces",
         ));
     }
-    for (scheme, what) in [
-        ("redis-cluster://", "Redis Cluster"),
-        ("rediss-cluster://", "Redis Cluster"),
-    ] {
-        if dsn
-            .get(..scheme.len())
-            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
-        {
-            return Err(Error::value(
-                "$dsn",
-                format!("names {what} ({scheme}…), which is not supported in this build"),
-            ));
-        }
-    }
     let mut secrets = Secrets::in_dsn(dsn);
     let bad_dsn = |err: RedisError, secrets: &Secrets| {
         Error::value(

@@ -1,5 +1,6 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
+use super::cluster::{companions, Cluster};
 use super::connection::run_retrying_once;
 use super::dsn::{parse_dsn, Secrets};
 use super::errors::{describe_failure, makes_lock_unusable, plain_io, shorten, Failed, Failure};
@@ -31,6 +32,8 @@ pub struct RedisLock {
     pub(super) nodes: Vec<Node>,
     /// Sentinel: who names the master.
     sentinel: Option<Sentinel>,
+    /// Cluster: the seeds, and how to follow redirections.
+    cluster: Option<Cluster>,
     pub(super) key: String,
     fence_key: String,
     pub(super) channel: String,
@@ -162,7 +165,20 @@ impl RedisLock {
         let mut nodes: Vec<Node> = Vec::with_capacity(dsns.len());
         let mut secrets = Secrets::none();
         let mut sentinel = None;
+        let mut cluster = None;
         for (index, dsn) in dsns.iter().enumerate() {
+            if let Some((found, found_secrets)) = Cluster::parse(dsn)? {
+                if dsns.len() > 1 {
+                    return Err(Error::value(
+                        format!("$dsn[{index}]"),
+                        "must be a redis://, rediss:// or unix:// DSN: Redlock needs independent masters",
+                    ));
+                }
+                secrets.merge(found_secrets);
+                nodes.push(found.first_node());
+                cluster = Some(found);
+                break;
+            }
             if let Some((found, found_secrets)) = Sentinel::parse(dsn)? {
                 if dsns.len() > 1 {
                     return Err(Error::value(
@@ -195,9 +211,10 @@ impl RedisLock {
             nodes.push(node);
         }
         let name = LockName {
-            address: match &sentinel {
-                Some(sentinel) => sentinel.describe(),
-                None => nodes
+            address: match (&sentinel, &cluster) {
+                (Some(sentinel), _) => sentinel.describe(),
+                (_, Some(cluster)) => cluster.describe(),
+                _ => nodes
                     .iter()
                     .map(|node| node.server.client.get_connection_info().addr().to_string())
                     .collect::<Vec<_>>()
@@ -206,13 +223,19 @@ impl RedisLock {
             db: nodes[0].server.db,
             key: key.to_owned(),
         };
+        let (fence_key, channel) = if cluster.is_some() {
+            companions(key)?
+        } else {
+            (format!("{key}:fence"), format!("{key}:released"))
+        };
         Ok(RedisLock {
             nodes,
             sentinel,
+            cluster,
             name,
             key: key.to_owned(),
-            fence_key: format!("{key}:fence"),
-            channel: format!("{key}:released"),
+            fence_key,
+            channel,
             ttl,
             options,
             secrets,
@@ -498,6 +521,7 @@ impl RedisLock {
             invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
             valid_for: self.valid_for(self.ttl),
             sentinel: self.sentinel.as_ref().map(Sentinel::fresh),
+            cluster: self.cluster.as_ref().map(Cluster::fresh),
         };
         let state = Arc::clone(state);
         thread::Builder::new()
@@ -721,6 +745,13 @@ impl RedisLock {
                 sentinel.describe()
             );
         }
+        if let Some(cluster) = &self.cluster {
+            return format!(
+                "redis key '{}' in {}",
+                shorten(&self.key),
+                cluster.describe()
+            );
+        }
         let at = self
             .nodes
             .iter()
@@ -781,14 +812,17 @@ impl RedisLock {
                 });
             }
         }
-        run_retrying_once(
-            &mut node.conn,
-            &node.server,
-            &self.options,
-            in_wait,
-            command,
-        )
-        .map_err(|failure| Failed {
+        let result = match &mut self.cluster {
+            Some(cluster) => cluster.run(node, &self.options, in_wait, command),
+            None => run_retrying_once(
+                &mut node.conn,
+                &node.server,
+                &self.options,
+                in_wait,
+                command,
+            ),
+        };
+        result.map_err(|failure| Failed {
             error: self.error(0, op, &failure),
             transient: failure.is_transient(),
         })

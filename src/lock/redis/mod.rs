@@ -69,8 +69,21 @@
 //! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
 //! someone else) is never extended or deleted: `renew()`/`release()` report
 //! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
-//! fencing counter; leave it alone. Cluster DSNs are refused as not
-//! supported in this build.
+//! fencing counter; leave it alone.
+//!
+//! # Cluster
+//!
+//! `redis-cluster://seed,seed…` (module `cluster`): commands go to the node
+//! that answered last; `MOVED` repoints us, `ASK` sends that one command
+//! (with `ASKING`, again after the crate's `NOSCRIPT` reload) to the node it
+//! names, an unreachable node sends us back to the seeds. Companion keys
+//! are `<key>:fence` when `<key>` has a hash tag, else `{<key>}:fence`, so the
+//! two-key scripts never cross slots. Waiters subscribe with plain
+//! `SUBSCRIBE` on the node they talk to: cluster `PUBLISH` reaches every
+//! node, and SSUBSCRIBE would tie the listener to the slot's owner, which
+//! resharding changes under it; the 50 ms poll covers the rest. The redis
+//! crate's `cluster` feature is not used: its client keeps a slot map and
+//! connections to every node, where one lock needs one key's node.
 //!
 //! # Sentinel
 //!
@@ -196,11 +209,13 @@
 //! | `errors` | which failures are transient or fatal, and saying them in words |
 //! | `redlock` | Redlock: running a script on every master, majorities, the drift allowance |
 //! | `sentinel` | asking the sentinels for the master; the `redis-sentinel://` DSN |
+//! | `cluster` | following MOVED/ASK from seed nodes; companion keys in the key's slot |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
 //! | `renewer` | the hold's shared state and the auto-renew thread |
 //! | `token` | the random part of a token |
 //! | `tests` | against real redis-servers, Redlock masters and Sentinel setups (`tests/server.rs` starts them) |
 
+mod cluster;
 mod connection;
 mod dsn;
 mod errors;

@@ -1,5 +1,6 @@
 //! The auto-renew thread, and the hold state it shares with the lock.
 
+use super::cluster::Cluster;
 use super::options::RedisOptions;
 use super::redlock::{on_all, verdict, Node, Verdict};
 use super::sentinel::Sentinel;
@@ -83,6 +84,8 @@ pub(super) struct Renewal {
     pub(super) valid_for: Duration,
     /// Sentinel: renew on the master the sentinels name now.
     pub(super) sentinel: Option<Sentinel>,
+    /// Cluster: follow redirections.
+    pub(super) cluster: Option<Cluster>,
 }
 
 impl Renewal {
@@ -99,6 +102,12 @@ impl Renewal {
             };
             let results = if !followed {
                 Vec::new()
+            } else if let Some(cluster) = &mut self.cluster {
+                vec![
+                    cluster.run(&mut self.nodes[0], &self.options, false, |conn| {
+                        invocation.invoke::<i64>(conn)
+                    }),
+                ]
             } else {
                 on_all(&mut self.nodes, &self.options, &|conn| {
                     invocation.invoke::<i64>(conn)

@@ -1,5 +1,6 @@
 //! Tests against real redis-servers started per test (see [`server`]).
 
+mod cluster;
 mod redlock;
 mod sentinel;
 mod server;

@@ -234,9 +234,17 @@ fn redlock_arguments_are_checked_and_messages_keep_passwords_out() {
         "redis-sentinel://h:26379/mymaster",
         "REDIS-CLUSTER://h:7000",
     ] {
-        let (arg, reason) = bad_argument(RedisLock::new(dsn, "job", ttl, options));
-        assert_eq!(arg, "$dsn");
-        assert!(reason.contains("not supported in this build"), "{reason}");
+        let (arg, reason) = bad_argument(RedisLock::on_masters(
+            &["redis://127.0.0.1:1", dsn],
+            "job",
+            ttl,
+            options,
+        ));
+        assert_eq!(arg, "$dsn[1]");
+        assert!(
+            reason.contains("Redlock needs independent masters"),
+            "{reason}"
+        );
     }
 
     let mut dead = RedisLock::on_masters(

@@ -412,3 +412,95 @@ fn start_sentinel(master_port: &str) -> SentinelProcess {
     }
     panic!("redis-sentinel did not start");
 }
+
+/// Three masters made a Redis Cluster by `redis-cli --cluster create`.
+pub(super) struct ClusterSetup {
+    pub(super) nodes: Vec<TestServer>,
+}
+
+impl ClusterSetup {
+    pub(super) fn start() -> Self {
+        let nodes: Vec<TestServer> = (0..3)
+            .map(|_| {
+                TestServer::start_with(
+                    Listen::Tcp,
+                    "",
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ],
+                )
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let status = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli must be installed");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        let setup = ClusterSetup { nodes };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let ok = setup.nodes.iter().all(|node| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut node.raw())
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            });
+            if ok {
+                return setup;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the cluster did not become ok");
+    }
+
+    pub(super) fn dsn(&self, seeds: &[usize]) -> String {
+        let hosts: Vec<String> = seeds
+            .iter()
+            .map(|&i| format!("127.0.0.1:{}", self.nodes[i].port))
+            .collect();
+        format!("redis-cluster://{}", hosts.join(","))
+    }
+
+    pub(super) fn slot(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.nodes[0].raw())
+            .unwrap()
+    }
+
+    pub(super) fn id(&self, node: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[node].raw())
+            .unwrap()
+    }
+
+    /// The index of the node serving `key` (the one that answers without
+    /// `MOVED`).
+    pub(super) fn owner_of(&self, key: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|node| {
+                redis::cmd("EXISTS")
+                    .arg(key)
+                    .query::<i64>(&mut node.raw())
+                    .is_ok()
+            })
+            .expect("some node serves every slot")
+    }
+}
