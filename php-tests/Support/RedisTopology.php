@@ -10,6 +10,7 @@ namespace CronLock\Tests\Support;
  *
  *   $t = RedisTopology::sentinel(1);     // a master, 1 replica, 3 sentinels ('mymaster')
  *   $t = RedisTopology::masters(3);      // 3 independent masters (Redlock)
+ *   $t = RedisTopology::cluster();       // a 3-master Redis Cluster (redis-cli --cluster create)
  *   $t->dsn();                            // what CronLock\Redis takes: string or list
  *   $t->failover();                       // Sentinel: SENTINEL FAILOVER, until the new master answers
  *   $t->stop();
@@ -23,7 +24,33 @@ final class RedisTopology
     private function __construct(
         public readonly array $servers,
         public readonly array $sentinels,
+        private readonly bool $isCluster = false,
     ) {
+    }
+
+    public static function cluster(): self
+    {
+        $args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'];
+        $servers = array_map(static fn () => RedisServer::start(['args' => $args]), range(1, 3));
+        $cmd = ['redis-cli', '--cluster', 'create'];
+        foreach ($servers as $server) {
+            $cmd[] = '127.0.0.1:' . $server->port();
+        }
+        array_push($cmd, '--cluster-replicas', '0', '--cluster-yes');
+        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
+        if ($proc === false || proc_close($proc) !== 0) {
+            throw new \RuntimeException('redis-cli --cluster create failed');
+        }
+        $deadline = microtime(true) + 20.0;
+        foreach ($servers as $server) {
+            while (!str_contains((string) $server->command('CLUSTER', 'INFO'), 'cluster_state:ok')) {
+                if (microtime(true) > $deadline) {
+                    throw new \RuntimeException('the cluster did not become ok within 20 s');
+                }
+                usleep(100_000);
+            }
+        }
+        return new self($servers, [], true);
     }
 
     public static function masters(int $count): self
@@ -56,6 +83,10 @@ final class RedisTopology
     /** @return string|list<string> */
     public function dsn(): string|array
     {
+        if ($this->isCluster) {
+            $hosts = array_map(static fn (RedisServer $s) => '127.0.0.1:' . $s->port(), $this->servers);
+            return 'redis-cluster://' . implode(',', $hosts);
+        }
         if ($this->sentinels === []) {
             return array_map(static fn (RedisServer $s) => $s->dsn(), $this->servers);
         }
