@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace CronLock\Tests;
 
+use CronLock\Tests\Support\OncePerContract;
 use CronLock\ConnectionException;
 use CronLock\Lock;
 use CronLock\Redis;
@@ -18,6 +19,7 @@ use CronLock\Tests\Support\RedisTopology;
  */
 final class RedlockContractTest extends LockContractTestCase
 {
+    use OncePerContract;
     private const TTL = 1.0;
 
     private static ?RedisTopology $topology = null;

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace CronLock\Tests;
 
+use CronLock\Tests\Support\OncePerContract;
 use CronLock\Lock;
 use CronLock\Redis;
 use CronLock\Tests\Support\RedisTopology;
@@ -15,6 +16,7 @@ use CronLock\Tests\Support\RedisTopology;
  */
 final class SentinelLockContractTest extends LockContractTestCase
 {
+    use OncePerContract;
     private const TTL = 1.0;
 
     private static ?RedisTopology $topology = null;
