@@ -422,14 +422,21 @@ impl RedisLock {
         token: &str,
         mode: Mode,
     ) -> redis::ScriptInvocation<'static> {
-        let mut invocation = scripts().acquire.prepare_invoke();
+        let in_window = self.once_per.filter(|_| mode != Mode::Confirm);
+        let script = match in_window {
+            Some(_) => &scripts().acquire_in_window,
+            None => &scripts().acquire,
+        };
+        let mut invocation = script.prepare_invoke();
         invocation
             .key(&self.key)
             .key(&self.fence_key)
             .arg(token)
-            .arg(ttl_ms(self.ttl))
-            .arg(if mode == Mode::Confirm { "1" } else { "0" })
-            .arg(self.once_per.map_or(0, ttl_ms));
+            .arg(ttl_ms(self.ttl));
+        match in_window {
+            Some(window) => invocation.arg(ttl_ms(window)),
+            None => invocation.arg(if mode == Mode::Confirm { "1" } else { "0" }),
+        };
         invocation
     }
 

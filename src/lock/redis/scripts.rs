@@ -8,18 +8,42 @@ use std::time::Duration;
 
 pub(super) const ACQUIRE_LUA: &str = r"
 -- KEYS[1] lock key, KEYS[2] fence counter
--- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] '1': only confirm a hold we have,
--- ARGV[4] once-per window in ms ('0': none)
--- Reply {1, fence, '', window end in ms or 0} or {0, PTTL, holder, 0}.
-local window = tonumber(ARGV[4])
-if window > 0 and redis.replicate_commands then
-  -- Redis < 5 lets a script write after TIME only in this mode.
-  redis.replicate_commands()
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] '1': only confirm a hold we have
+-- Reply {1, fence, '', 0} or {0, PTTL, holder, 0} (the 0: no once-per window).
+if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' then
+    -- do not leave behind a lock the caller will never know it holds
+    redis.call('DEL', KEYS[1])
+    return fence
+  end
+  return {1, fence, '', 0}
 end
--- Once per window: the key lives at least until the window (of the server's
--- clock) ends, however short the TTL, so no second run starts in it.
+local holder = redis.pcall('GET', KEYS[1])
+if holder == ARGV[1] then
+  -- Ours already: a hold being confirmed, or a retry whose first reply was
+  -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local fence = tonumber(redis.pcall('GET', KEYS[2]))
+  return {1, fence or 0, '', 0}
+end
+-- busy: when it expires at the latest, and who holds it (for the log line)
+if type(holder) ~= 'string' then holder = '' end
+return {0, redis.call('PTTL', KEYS[1]), holder, 0}
+";
+
+/// The acquire of a once-per-window run: [`ACQUIRE_LUA`] that also keeps
+/// the key at least until the window (of the server's clock) ends, and
+/// replies with that end. A script of its own, so that the plain acquire
+/// pays nothing for it.
+pub(super) const ACQUIRE_IN_WINDOW_LUA: &str = r"
+-- KEYS[1] lock key, KEYS[2] fence counter
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] window in ms
+-- Reply {1, fence, '', window end in ms} or {0, PTTL, holder, 0}.
+-- Redis < 5 lets a script write after TIME only in this mode.
+if redis.replicate_commands then redis.replicate_commands() end
 local function window_end()
-  if window == 0 then return 0 end
+  local window = tonumber(ARGV[3])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local ends = (math.floor(now / window) + 1) * window
@@ -28,10 +52,9 @@ local function window_end()
   end
   return ends
 end
-if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' then
-    -- do not leave behind a lock the caller will never know it holds
     redis.call('DEL', KEYS[1])
     return fence
   end
@@ -39,15 +62,11 @@ if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) t
 end
 local holder = redis.pcall('GET', KEYS[1])
 if holder == ARGV[1] then
-  -- Ours already: a hold being confirmed, or a retry whose first reply was
-  -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
+  -- a retry whose first reply was lost
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local fence = tonumber(redis.pcall('GET', KEYS[2]))
-  local ends = 0
-  if ARGV[3] ~= '1' then ends = window_end() end
-  return {1, fence or 0, '', ends}
+  return {1, fence or 0, '', window_end()}
 end
--- busy: when it expires at the latest, and who holds it (for the log line)
 if type(holder) ~= 'string' then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder, 0}
 ";
@@ -111,6 +130,7 @@ return -1
 
 pub(super) struct Scripts {
     pub(super) acquire: Script,
+    pub(super) acquire_in_window: Script,
     pub(super) renew: Script,
     pub(super) release: Script,
     pub(super) end_window: Script,
@@ -120,6 +140,7 @@ pub(super) fn scripts() -> &'static Scripts {
     static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         acquire: Script::new(ACQUIRE_LUA),
+        acquire_in_window: Script::new(ACQUIRE_IN_WINDOW_LUA),
         renew: Script::new(RENEW_LUA),
         release: Script::new(RELEASE_LUA),
         end_window: Script::new(END_WINDOW_LUA),
