@@ -140,7 +140,7 @@ final class RedlockContractTest extends LockContractTestCase
 
     public function testTheDsnArrayIsChecked(): void
     {
-        foreach ([[[], \ValueError::class, 'non-empty list'], [['a' => 'redis://127.0.0.1:1'], \ValueError::class, 'list of DSNs'], [['redis://127.0.0.1:1', 7], \TypeError::class, '$dsn[1]']] as [$dsn, $class, $says]) {
+        foreach ([[[], \ValueError::class, 'non-empty list'], [['a' => 'redis://127.0.0.1:1'], \ValueError::class, 'list of DSNs'], [["\xff\xfe" => 'redis://127.0.0.1:1'], \ValueError::class, 'list of DSNs'], [['redis://127.0.0.1:1', 7], \TypeError::class, '$dsn[1]']] as [$dsn, $class, $says]) {
             try {
                 new Redis($dsn, 'k', 1.0);
                 self::fail("expected $class");

@@ -143,12 +143,13 @@ fn dsn_list(dsn: &Zval) -> PhpResult<Vec<String>> {
         )
         .into());
     };
-    if !list.has_sequential_keys() {
-        return Err(Error::value("$dsn", "must be a list of DSNs (keys 0, 1, 2, …)").into());
-    }
-    list.values()
-        .enumerate()
-        .map(|(index, value)| {
+    // By index only: iterating keys panics in ext-php-rs on string keys
+    // that are not UTF-8.
+    (0..list.len())
+        .map(|index| {
+            let value = list
+                .get_index(index as i64)
+                .ok_or_else(|| Error::value("$dsn", "must be a list of DSNs (keys 0, 1, 2, …)"))?;
             value.str().map(str::to_owned).ok_or_else(|| {
                 Error::type_(
                     format!("$dsn[{index}]"),

@@ -792,6 +792,9 @@ impl RedisLock {
             for node in &mut self.nodes {
                 mem::forget(node.conn.take());
             }
+            if let Some(sentinel) = &mut self.sentinel {
+                sentinel.forget_connection();
+            }
             mem::forget(self.hold.take());
             self.owner_pid = pid;
         }

@@ -117,6 +117,12 @@ impl Sentinel {
         }
     }
 
+    /// In a forked child: the connection to the sentinel is the parent's
+    /// socket; forget it without closing it.
+    pub(super) fn forget_connection(&mut self) {
+        std::mem::forget(self.conn.take());
+    }
+
     /// `master 'mymaster' (sentinels a:26379, b:26379)` for messages.
     pub(super) fn describe(&self) -> String {
         format!(
