@@ -262,3 +262,76 @@ fn redlock_arguments_are_checked_and_messages_keep_passwords_out() {
     assert!(!message.contains("sekrit"), "{message}");
     assert!(message.contains("3 of the 3 Redis masters"), "{message}");
 }
+
+/// The journal check under faults: four contenders in a loop while one
+/// master at a time is stopped (SIGSTOP) or paused (CLIENT PAUSE): never two
+/// holders at once, and a holder that lost the lock is told by renew().
+#[test]
+fn no_two_holders_while_masters_are_stopped_and_paused_in_turn() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let servers = masters(3);
+    let dsns = dsns(&servers);
+    let inside = Arc::new(AtomicBool::new(false));
+    let turns = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let contenders: Vec<_> = (0..4)
+        .map(|_| {
+            let (dsns, inside, turns, done) =
+                (dsns.clone(), inside.clone(), turns.clone(), done.clone());
+            thread::spawn(move || {
+                // A TTL far above the slowest attempt (a stopped master
+                // costs about 1 s): every hold is valid while inside.
+                let mut lock = redlock(&dsns, Duration::from_secs(5), quick());
+                let mut lost = 0;
+                while !done.load(Ordering::Acquire) {
+                    match lock.acquire(within(Duration::from_secs(3))) {
+                        Ok(true) => {}
+                        // A stopped master and a waiter's deadline: try again.
+                        Ok(false) | Err(Error::Connection(_)) => continue,
+                        Err(other) => panic!("{other:?}"),
+                    }
+                    assert!(!inside.swap(true, Ordering::AcqRel), "two holders at once");
+                    thread::sleep(Duration::from_millis(5));
+                    // Out before renewing: a renewal slowed by a stopped
+                    // master must not stretch the checked stretch past
+                    // the validity.
+                    inside.store(false, Ordering::Release);
+                    let still = lock.renew(None);
+                    match still {
+                        Ok(true) => turns.fetch_add(1, Ordering::Relaxed),
+                        Ok(false) => {
+                            lost += 1; // reported, as it must be
+                            0
+                        }
+                        Err(_) => 0,
+                    };
+                    let _ = lock.release();
+                }
+                lost
+            })
+        })
+        .collect();
+    for round in 0..6 {
+        let victim = &servers[round % 3];
+        if round % 2 == 0 {
+            signal(victim, libc::SIGSTOP);
+            thread::sleep(Duration::from_millis(600));
+            signal(victim, libc::SIGCONT);
+        } else {
+            let _: () = redis::cmd("CLIENT")
+                .arg(&["PAUSE", "600", "ALL"])
+                .query(&mut victim.raw())
+                .unwrap();
+            thread::sleep(Duration::from_millis(600));
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+    done.store(true, Ordering::Release);
+    let lost: usize = contenders.into_iter().map(|c| c.join().unwrap()).sum();
+    let turns = turns.load(Ordering::Relaxed);
+    assert!(
+        turns > 20,
+        "the lock kept changing hands: {turns} turns ({lost} losses reported)"
+    );
+}
