@@ -60,6 +60,31 @@ function phpredis(): Redis
     return $r;
 }
 
+function phpredis_on(int $port): Redis
+{
+    if (!class_exists('Redis')) {
+        throw new NotAvailable('phpredis not loaded');
+    }
+    $r = new Redis();
+    $r->connect('127.0.0.1', $port);
+    return $r;
+}
+
+/** @return list<string> */
+function ports(string $name): array
+{
+    return explode(',', env($name));
+}
+
+function cronlock_cycle(CronLock\Redis $lock): Closure
+{
+    return function () use ($lock): void {
+        $lock->acquire();
+        $lock->fencingToken();
+        $lock->release();
+    };
+}
+
 function predis(): Predis\Client
 {
     require_once PREDIS_AUTOLOAD;
@@ -253,6 +278,47 @@ function cycle_rows(): array
                 $lock->fencingToken();
                 $lock->release();
             };
+        },
+        // Redlock, Sentinel, Cluster: each against its own floor -------------
+        'redlock.floor' => function (): Closure {
+            $masters = array_map(static fn ($port) => phpredis_on((int) $port), ports('BENCH_REDLOCK_PORTS'));
+            return function () use ($masters): void {
+                foreach ([1, 2] as $_) {
+                    foreach ($masters as $r) {
+                        $r->ping();
+                    }
+                }
+            };
+        },
+        'redlock.cronlock' => function (): Closure {
+            need_cronlock('CronLock\Redis');
+            $dsns = array_map(static fn ($port) => "redis://127.0.0.1:$port", ports('BENCH_REDLOCK_PORTS'));
+            return cronlock_cycle(new CronLock\Redis($dsns, 'bench:cronlock', 30.0));
+        },
+        'sentinel.floor' => function (): Closure {
+            $sentinel = phpredis_on((int) ports('BENCH_SENTINEL_PORTS')[0]);
+            $master = phpredis_on((int) env('BENCH_SENTINEL_MASTER_PORT'));
+            return function () use ($sentinel, $master): void {
+                foreach ([1, 2] as $_) {
+                    $sentinel->ping();
+                    $master->ping();
+                }
+            };
+        },
+        'sentinel.cronlock' => function (): Closure {
+            need_cronlock('CronLock\Redis');
+            return cronlock_cycle(new CronLock\Redis(env('BENCH_SENTINEL_DSN'), 'bench:cronlock', 30.0));
+        },
+        'cluster.floor' => function (): Closure {
+            $owner = phpredis_on((int) env('BENCH_CLUSTER_OWNER_PORT'));
+            return function () use ($owner): void {
+                $owner->ping();
+                $owner->ping();
+            };
+        },
+        'cluster.cronlock' => function (): Closure {
+            need_cronlock('CronLock\Redis');
+            return cronlock_cycle(new CronLock\Redis(env('BENCH_CLUSTER_DSN'), 'bench:cronlock', 30.0));
         },
     ];
 }

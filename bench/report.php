@@ -123,6 +123,18 @@ $groups = [
         'pgsql.cronlock' => 'cronlock: one `CronLock\\Database` (DSN, own connection) acquire + release',
         'pgsql.cronlock.pdo' => 'cronlock: one `CronLock\\Database` on the PDO given, acquire + release',
     ],
+    'Redlock (3 masters)' => [
+        'redlock.floor' => 'floor: two PINGs to each of the 3 masters, one after another, phpredis',
+        'redlock.cronlock' => 'cronlock: `CronLock\\Redis([3 DSNs])` acquire + release (all masters at once)',
+    ],
+    'Sentinel' => [
+        'sentinel.floor' => 'floor: two (sentinel PING + master PING), phpredis',
+        'sentinel.cronlock' => 'cronlock: `redis-sentinel://` acquire + release (asks a sentinel before each)',
+    ],
+    'Cluster (3 masters)' => [
+        'cluster.floor' => "floor: two PINGs to the key's node, phpredis",
+        'cluster.cronlock' => 'cronlock: `redis-cluster://` acquire + release',
+    ],
 ];
 echo "### Lock cycle: one acquire + release\n\n";
 echo "µs per cycle: median of the rounds. × floor: median of the per-round ratios to the group's floor.\n";

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace CronLock\Tests;
 
+use CronLock\Tests\Support\OncePerContract;
 use CronLock\Lock;
 use CronLock\Redis;
 use CronLock\Tests\Support\RedisTestHelpers;
@@ -20,6 +21,7 @@ use CronLock\Tests\Support\RedisTestHelpers;
  */
 final class RedisLockContractTest extends LockContractTestCase
 {
+    use OncePerContract;
     use RedisTestHelpers;
 
     private const TTL = 1.0;

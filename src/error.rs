@@ -1,4 +1,5 @@
-//! The one error type of cronlock and its mapping to PHP exceptions.
+//! The one error type of cronlock (the PHP layer maps it to exceptions in
+//! `php::exceptions`, so this module needs no PHP).
 
 use std::fmt;
 
@@ -49,17 +50,3 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
-
-impl From<Error> for ext_php_rs::exception::PhpException {
-    fn from(err: Error) -> Self {
-        use crate::php::exceptions::{connection_exception, lock_exception};
-        use ext_php_rs::zend::ce;
-        let class = match err {
-            Error::InvalidValue { .. } => ce::value_error(),
-            Error::InvalidType { .. } => ce::type_error(),
-            Error::Lock(_) => lock_exception(),
-            Error::Connection(_) => connection_exception(),
-        };
-        Self::new(err.to_string(), 0, class)
-    }
-}

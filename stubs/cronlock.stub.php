@@ -216,22 +216,54 @@ namespace CronLock {
         /**
          * Validates the arguments; connects on first use.
          *
-         * @param string $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…' (TLS;
-         *        trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
-         *        certificate checks), 'unix:///path/to/redis.sock'. #[\SensitiveParameter]
-         *        (PHP 8.2+): stack traces show Object(SensitiveParameterValue), never the DSN.
+         * @param string|list<string> $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…'
+         *        (TLS; trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
+         *        certificate checks), 'unix:///path/to/redis.sock'. A list of such DSNs of
+         *        independent masters (no two the same address) is Redlock: the lock is held when a
+         *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
+         *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
+         *        majority is false, fewer answering masters than a majority ConnectionException; a
+         *        failed attempt deletes the grants it got; a minority down or stopped costs at most
+         *        read_timeout (+ connect_timeout) per call and does not stop the lock.
+         *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'
+         *        ('rediss-sentinel://' for TLS; default port 26379; the password is the master's,
+         *        sentinels are asked without one): before every acquire, renew and release the
+         *        sentinels (the first that answers) name the master (SENTINEL
+         *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
+         *        follows a failover and never trusts an old master that still takes writes. A key
+         *        that did not reach the new master makes renew() false (never silently kept).
+         *        'redis-cluster://[[user]:password@]host[:port][,host[:port]…]' (seed nodes;
+         *        'rediss-cluster://' for TLS): commands go to the node that owns the key's slot,
+         *        MOVED and ASK are followed (resharding while held is survived), an unreachable
+         *        node sends us back to the seeds. The lock key is exactly $key; its fence counter
+         *        and release channel are '$key:fence' / '$key:released' when $key has a hash tag,
+         *        else '{$key}:fence' / '{$key}:released' (same slot); a $key with '}' but no hash
+         *        tag throws \ValueError. Waiters hear releases through cluster-wide PUBLISH on
+         *        the node they talk to, and poll every 50 ms besides.
+         *        #[\SensitiveParameter] (PHP 8.2+): stack traces show Object(SensitiveParameterValue),
+         *        never the DSN or the list.
          * @param string $key the Redis key holding the token.
          * @param float $ttl seconds the key lives without renewal, > 0.
-         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
+         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int} $options
          *        'auto_renew': a background thread renews every ttl/3 while held (default false);
          *        'connect_timeout', 'read_timeout': seconds, > 0 and ≤ 86400 (default 1.0);
-         *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT).
-         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
-         * @throws \TypeError for an option of the wrong type.
+         *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT);
+         *        'replicas' (0 to 1000, default 0; one master or Sentinel, not Redlock): acquire()
+         *        returns true only once that many replicas acknowledged the key and its fencing
+         *        number (WAIT, within 4/5 of read_timeout); otherwise the key is given back and
+         *        ConnectionException is thrown (a wait retries until its deadline). With N ≥ 1 a
+         *        failover to an acknowledging replica keeps the key and the fencing number never
+         *        goes backwards; WAIT is not consensus: a failover to a replica that did not
+         *        acknowledge (more replicas than N, or Sentinel picking a lagging one) can still
+         *        lose the key, which renew() then reports. 0: a failover right after acquire
+         *        can lose the key (renew() false) and hand out a fencing number again.
+         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN (for a list:
+         *         named as $dsn[i]), an empty list or one naming a master twice, or an unknown option.
+         * @throws \TypeError for an option of the wrong type, a $dsn list entry that is not a string.
          * @throws \Error when called again on a constructed object (which then changes nothing).
          *         Cloning throws \Error too; serializing or unserializing throws LockException.
          */
-        public function __construct(#[\SensitiveParameter] string $dsn, string $key, float $ttl = 300.0, array $options = []) {}
+        public function __construct(#[\SensitiveParameter] string|array $dsn, string $key, float $ttl = 300.0, array $options = []) {}
 
         /**
          * One round trip: SET NX PX and the fencing INCR in one script.
@@ -264,7 +296,12 @@ namespace CronLock {
          * Token-checked PEXPIRE: asks the server. false when the key is no longer ours.
          * Sent once more on a new connection when the connection broke.
          *
-         * @throws ConnectionException (the lock stays held, as far as we know, until its TTL)
+         * Redlock: sent to every master; true when a majority extended it (the hold then
+         * counts as valid for $ttl − drift), false when so many say the key is not ours that no
+         * majority is left.
+         *
+         * @throws ConnectionException (the lock stays held, as far as we know, until its TTL;
+         *         Redlock: too few masters answered to decide)
          */
         public function renew(?float $ttl = null): bool {}
 
@@ -273,8 +310,10 @@ namespace CronLock {
          * more on a new connection when the connection broke; a key found gone on that
          * second try counts as released (the first try most likely deleted it).
          *
-         * @throws ConnectionException when Redis still fails; the lock is then not held
-         *         and the key expires by its TTL.
+         * Redlock: sent to every master; true when held, whatever a minority answered.
+         *
+         * @throws ConnectionException when Redis still fails (Redlock: fewer than a majority
+         *         answered); the lock is then not held and the key expires by its TTL.
          */
         public function release(): bool {}
 
@@ -284,7 +323,24 @@ namespace CronLock {
         /** The random token (128 bits, hex) stored as the key's value; null when not held. */
         public function token(): ?string {}
 
-        /** Strictly increasing per key with each successful acquire; null when not held. */
+        /**
+         * Strictly increasing per key with each successful acquire (`INCR <key>:fence`, which
+         * cronlock never deletes: deleting it, or a Redis that loses it in a restart without
+         * persistence, restarts the numbers); null when not held.
+         *
+         * Redlock (a list of DSNs): always null. Kleppmann's critique of Redlock is that a lock
+         * with a TTL cannot protect a resource by itself (a paused holder wakes up after its
+         * TTL and writes anyway), that only a fencing number checked by the resource can, and
+         * that Redlock has no way to make one. antirez's answer is that the random token can be
+         * checked by the resource instead (compare-and-set) and that Redlock's timing
+         * assumptions are reasonable. cronlock agrees with the first half of each: no number
+         * made from independent masters' counters is strictly increasing under the failures
+         * Redlock is meant to survive (a master restarting without its counter, a grant that
+         * reaches only part of a majority), and a number that usually increases would be
+         * trusted where it must not be. So Redlock mode offers token() for compare-and-set at
+         * the resource, and no fencing number; use a single Redis (or a Database lock) when the
+         * resource needs one.
+         */
         public function fencingToken(): ?int {}
 
         public function key(): string {}
@@ -490,15 +546,26 @@ namespace {
      *        by default private to this user); or null: a File lock
      *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
      *        never collide and the same script run twice does.
-     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null} $options
+     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null, once_per?: float} $options
      *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever); a
      *        pending pcntl signal handler ends it within about 100 ms; max_execution_time
      *        does not (it counts CPU time on Linux);
      *        'max_runtime': soft deadline in seconds, seen through Guard;
      *        'on_busy': null (default) returns null; an int 0–255 exits the process with that
-     *        status, as flock(1) -E does.
+     *        status, as flock(1) -E does;
+     *        'once_per': seconds (0.001 to 10 years), CronLock\Redis only (any other lock:
+     *        \ValueError): at most one run per window of that length aligned to the Unix epoch
+     *        on the Redis server's clock (TIME), across all hosts whatever their clock skew.
+     *        The key lives at least until the end of the window in which it was taken; after
+     *        the job (return, exception, exit(), fatal error) it is not deleted but left
+     *        (token-checked PEXPIREAT) to expire at that window's end, so a short or failed job
+     *        still uses up its window; a job that outlasts its window releases as usual. A host
+     *        whose clock is ahead of the server's fires a tick at :00 in the previous window:
+     *        delay the job a few seconds after the tick (crontab `sleep 5;`) so that every
+     *        host within that skew of the server lands in the same window.
      * @return mixed the job's result; null when skipped.
-     * @throws \ValueError for a bad name or option value; null lock without a main script (php -r).
+     * @throws \ValueError for a bad name or option value; null lock without a main script (php -r);
+     *         'once_per' with a lock that has no TTL.
      * @throws \TypeError for a $lock or option of the wrong type.
      * @throws \CronLock\LockException when the lock cannot be used; when 'wait' != 0 and this
      *         process holds the lock through another object; a failing release() after a

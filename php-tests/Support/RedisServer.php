@@ -52,11 +52,13 @@ final class RedisServer
     /**
      * @param array{requirepass?: string, acl_user?: array{name: string, password: string},
      *              unix?: bool, tls?: bool, args?: list<string>} $opts
-     *        'args': extra redis-server arguments, e.g. ['--maxclients', '10'].
+     *        'args': extra redis-server arguments, e.g. ['--maxclients', '10'];
+     *        'sentinel_of': a port: a sentinel watching 127.0.0.1:port as 'mymaster'
+     *        (quorum 2, down after 1 s), see RedisTopology::sentinel().
      */
     public static function start(array $opts = []): self
     {
-        $known = ['requirepass', 'acl_user', 'unix', 'tls', 'args'];
+        $known = ['requirepass', 'acl_user', 'unix', 'tls', 'args', 'sentinel_of'];
         if ($unknown = array_diff(array_keys($opts), $known)) {
             throw new \InvalidArgumentException('unknown RedisServer option(s): ' . implode(', ', $unknown));
         }
@@ -307,6 +309,26 @@ final class RedisServer
     /** @return list<string> */
     private function args(): array
     {
+        if (isset($this->opts['sentinel_of'])) {
+            // A sentinel rewrites its config file: one of its own.
+            $conf = $this->dir . '/sentinel.conf';
+            if (!is_file($conf)) {
+                file_put_contents($conf, sprintf(
+                    "sentinel monitor mymaster 127.0.0.1 %d 2\n"
+                    . "sentinel down-after-milliseconds mymaster 1000\n"
+                    . "sentinel failover-timeout mymaster 5000\n",
+                    $this->opts['sentinel_of'],
+                ));
+            }
+            return [
+                'redis-server', $conf, '--sentinel',
+                '--bind', '127.0.0.1',
+                '--port', (string) $this->port,
+                '--daemonize', 'no',
+                '--dir', $this->dir,
+                '--logfile', $this->logFile(),
+            ];
+        }
         $args = [
             'redis-server',
             '--bind', '127.0.0.1',

@@ -1,9 +1,9 @@
-//! Signatures the ext-php-rs macros cannot express: the union type
-//! `CronLock\Lock|string|null`, `array $options = []`, a class return type,
-//! `float $timeout = 0.0` parsed by PHP's rules (see args.rs) and
-//! `#[\SensitiveParameter]`. They are set in place once, through the shim,
-//! so Reflection, IDEs, stack traces and the stub test see the contract's
-//! exact signatures.
+//! Signatures the ext-php-rs macros cannot express: the union types
+//! `CronLock\Lock|string|null`, `string|array` and `PDO|string`,
+//! `array $options = []`, a class return type, `float $timeout = 0.0` parsed
+//! by PHP's rules (see args.rs) and `#[\SensitiveParameter]`. They are set in
+//! place once, through the shim, so Reflection, IDEs, stack traces and the
+//! stub test see the contract's exact signatures.
 
 use super::shim::{self, ArgType, Function};
 use std::sync::Once;
@@ -29,6 +29,8 @@ pub fn fix_signatures() {
         shim::set_arg(file("acquire"), 0, float(), c"0.0");
 
         let redis = |method| Function::method("CronLock\\Redis", method);
+        // One DSN, or a list of them (Redlock). No default: it stays required.
+        shim::set_arg(redis("__construct"), 0, ArgType::StringOrArray, c"");
         shim::set_arg(redis("__construct"), 2, float(), c"300.0");
         shim::set_arg(redis("__construct"), 3, array(), c"[]");
         shim::mark_sensitive(redis("__construct"), 0);

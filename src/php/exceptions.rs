@@ -3,6 +3,7 @@
 //! Built with `ClassBuilder` extending `RuntimeException` so that PHP code
 //! can construct, extend and catch them like any other exception.
 
+use crate::error::Error;
 use ext_php_rs::builders::ClassBuilder;
 use ext_php_rs::zend::ClassEntry;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -43,4 +44,18 @@ pub fn register() -> ext_php_rs::error::Result<()> {
         .extends((lock_exception, "CronLock\\LockException"))
         .registration(|ce, _| CONNECTION_EXCEPTION.store(ce, Ordering::Release))
         .register()
+}
+
+/// Which PHP exception each [`Error`] becomes.
+impl From<Error> for ext_php_rs::exception::PhpException {
+    fn from(err: Error) -> Self {
+        use ext_php_rs::zend::ce;
+        let class = match err {
+            Error::InvalidValue { .. } => ce::value_error(),
+            Error::InvalidType { .. } => ce::type_error(),
+            Error::Lock(_) => lock_exception(),
+            Error::Connection(_) => connection_exception(),
+        };
+        Self::new(err.to_string(), 0, class)
+    }
 }

@@ -9,9 +9,9 @@ use super::lock_interface::PhpInterfaceLock;
 use super::options::{type_name, Options};
 use super::redis::Redis;
 use crate::error::Error;
-use crate::lock::file::{FileLock, FileOptions};
-
 use crate::lock::dirs::named_lock_dir;
+use crate::lock::file::{FileLock, FileOptions};
+use crate::lock::redis::MAX_TTL;
 use crate::lock::{shorten, Refusal, Wait};
 use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::convert::IntoZval;
@@ -72,7 +72,11 @@ pub fn cron_guard(
     lock: Option<&Zval>,
     options: Option<&ZendHashTable>,
 ) -> PhpResult<Zval> {
-    let options = Options::new("$options", options, &["wait", "max_runtime", "on_busy"])?;
+    let options = Options::new(
+        "$options",
+        options,
+        &["wait", "max_runtime", "on_busy", "once_per"],
+    )?;
     let wait = options.seconds("wait")?.unwrap_or(0.0);
     let max_runtime = match options.seconds("max_runtime")? {
         Some(s) if s <= 0.0 => {
@@ -93,14 +97,26 @@ pub fn cron_guard(
         other => other.map(|c| c as i32),
     };
     let wait_arg = options.arg_name("wait");
+    let once_per = once_per_period(&options)?;
+    let once_per_arg = options.arg_name("once_per");
     drop(options);
 
     let mut lock = resolve_lock(lock)?;
+    if once_per.is_some() {
+        // Refuses a lock without a TTL to leave behind.
+        set_once_per(&mut lock, &once_per_arg, once_per)?;
+    }
     // D2: a hold this call did not take is not this call's to release.
     let Some(held_before) = ask_is_held(&lock)? else {
         return Ok(Zval::null());
     };
-    match acquire(&mut lock, wait, &wait_arg)? {
+    let acquired = acquire(&mut lock, wait, &wait_arg);
+    if once_per.is_some() {
+        // Only this acquire takes a window; the hold keeps its window's end,
+        // and releasing it leaves the key to expire then.
+        set_once_per(&mut lock, &once_per_arg, None)?;
+    }
+    match acquired? {
         Acquired::Yes => {}
         Acquired::Threw => return Ok(Zval::null()),
         Acquired::No(refusal) => {
@@ -366,6 +382,52 @@ mod holds {
                 std::mem::forget(lock);
             }
         });
+    }
+}
+
+/// `'once_per'` in seconds: positive, at most the longest TTL.
+fn once_per_period(options: &Options) -> PhpResult<Option<Duration>> {
+    let Some(seconds) = options.seconds("once_per")? else {
+        return Ok(None);
+    };
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(period) if period >= Duration::from_millis(1) && period <= MAX_TTL => Ok(Some(period)),
+        _ => Err(Error::value(
+            options.arg_name("once_per"),
+            format!(
+                "must be a number of seconds from 0.001 to {} (10 years)",
+                MAX_TTL.as_secs()
+            ),
+        )
+        .into()),
+    }
+}
+
+/// Puts a CronLock\Redis into (or out of) once-per-window mode for the
+/// acquire of this run; any other lock has no TTL to leave behind.
+fn set_once_per(lock: &mut Zval, arg: &str, period: Option<Duration>) -> PhpResult<()> {
+    let mut class = lock
+        .object()
+        .and_then(|o| o.get_class_name().ok())
+        .unwrap_or_default();
+    // An anonymous class's name goes on after a NUL, as PHP shows it.
+    class.truncate(class.find('\0').unwrap_or(class.len()));
+    let redis = lock
+        .object_mut()
+        .and_then(ZendClassObject::<Redis>::from_zend_obj_mut);
+    match redis {
+        Some(redis) => {
+            redis.lock_mut().set_once_per(period);
+            Ok(())
+        }
+        None => Err(Error::value(
+            arg,
+            format!(
+                "needs a lock with a TTL that can be left to expire at the window's end \
+                 (CronLock\\Redis); {class} has none"
+            ),
+        )
+        .into()),
     }
 }
 

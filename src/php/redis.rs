@@ -2,12 +2,13 @@
 
 use super::args::{Bytes, NullableFloat, OptionalFloat};
 use super::lock_interface::PhpInterfaceLock;
-use super::options::Options;
+use super::options::{type_name, Options};
+use crate::error::Error;
 use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions};
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::ZendHashTable;
+use ext_php_rs::types::{ZendHashTable, Zval};
 use std::time::Duration;
 
 #[php_class]
@@ -21,7 +22,7 @@ pub struct Redis {
 #[php_impl]
 impl Redis {
     pub fn __construct(
-        dsn: Bytes,
+        dsn: &Zval,
         key: Bytes,
         ttl: OptionalFloat,
         options: Option<&ZendHashTable>,
@@ -32,7 +33,7 @@ impl Redis {
         let options = Options::new(
             "$options",
             options,
-            &["auto_renew", "connect_timeout", "read_timeout"],
+            &["auto_renew", "connect_timeout", "read_timeout", "replicas"],
         )?;
         let defaults = RedisOptions::default();
         let timeout = |name: &str, default: Duration| -> PhpResult<Duration> {
@@ -49,11 +50,25 @@ impl Redis {
             connect_timeout: timeout("connect_timeout", defaults.connect_timeout)?,
             read_timeout: timeout("read_timeout", defaults.read_timeout)?,
             auto_renew: options.bool("auto_renew")?.unwrap_or(defaults.auto_renew),
+            replicas: match options.int("replicas")? {
+                None => defaults.replicas,
+                Some(count) => u32::try_from(count)
+                    .ok()
+                    .filter(|&count| count <= 1000)
+                    .ok_or_else(|| {
+                        Error::value(
+                            options.arg_name("replicas"),
+                            "must be a number of replicas from 0 to 1000",
+                        )
+                    })?,
+            },
         };
-        let (dsn, key) = (dsn.utf8("$dsn")?, key.utf8("$key")?);
+        let key = key.utf8("$key")?;
+        let dsns = dsn_list(dsn)?;
+        let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
         super::note_lock_object();
         Ok(Redis {
-            lock: RedisLock::new(&dsn, &key, ttl_from_secs(ttl.or(300.0))?, redis_options)?,
+            lock: RedisLock::on_masters(&dsns, &key, ttl_from_secs(ttl.or(300.0))?, redis_options)?,
         })
     }
 
@@ -101,9 +116,47 @@ impl Redis {
     }
 }
 
+/// `$dsn`: one DSN, or a list of them (Redlock). Never echoes a DSN: it
+/// may hold a password.
+fn dsn_list(dsn: &Zval) -> PhpResult<Vec<String>> {
+    if dsn.is_string() {
+        let one = dsn
+            .str()
+            .ok_or_else(|| Error::value("$dsn", "must be valid UTF-8"))?;
+        return Ok(vec![one.to_owned()]);
+    }
+    let Some(list) = dsn.array() else {
+        return Err(Error::type_(
+            "$dsn",
+            format!("must be of type array|string, {} given", type_name(dsn)),
+        )
+        .into());
+    };
+    // By index only: iterating keys panics in ext-php-rs on string keys
+    // that are not UTF-8.
+    (0..list.len())
+        .map(|index| {
+            let value = list
+                .get_index(index as i64)
+                .ok_or_else(|| Error::value("$dsn", "must be a list of DSNs (keys 0, 1, 2, …)"))?;
+            value.str().map(str::to_owned).ok_or_else(|| {
+                Error::type_(
+                    format!("$dsn[{index}]"),
+                    format!("must be of type string, {} given", type_name(value)),
+                )
+                .into()
+            })
+        })
+        .collect()
+}
+
 impl Redis {
     pub fn lock(&self) -> &RedisLock {
         &self.lock
+    }
+
+    pub fn lock_mut(&mut self) -> &mut RedisLock {
+        &mut self.lock
     }
 
     /// For the request-shutdown sweep; errors have nowhere to go there.

@@ -111,6 +111,7 @@ pub enum ArgType {
         or_null: bool,
     },
     Array,
+    StringOrArray,
 }
 
 /// Sets the type (and default, given as PHP source) of argument `index`
@@ -139,6 +140,9 @@ pub fn set_arg(function: Function, index: i32, type_: ArgType, default: &'static
             }
             ArgType::Array => {
                 cronlock_arg_set_builtin(function.0, index, false, false, true, false, default)
+            }
+            ArgType::StringOrArray => {
+                cronlock_arg_set_builtin(function.0, index, false, true, true, false, default)
             }
         }
     }

@@ -16,6 +16,9 @@ pub(super) struct Server {
     pub(super) username: Option<String>,
     pub(super) password: Option<String>,
     pub(super) db: i64,
+    /// Sentinel: the address is the master the sentinels named; a new
+    /// connection checks with `ROLE` that it still is one.
+    pub(super) require_master: bool,
 }
 
 pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
@@ -43,7 +46,22 @@ pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Conne
     if server.db != 0 {
         handshake(redis::cmd("SELECT").arg(server.db))?;
     }
-    if server.password.is_none() && server.db == 0 {
+    if server.require_master {
+        // A failover may have demoted it since the sentinels answered.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        conn.set_read_timeout(Some(left))?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut conn)?;
+        let is_master =
+            matches!(role.first(), Some(redis::Value::BulkString(role)) if role == b"master");
+        if !is_master {
+            return Err(redis::RedisError::from((
+                ErrorKind::Io,
+                "it is no longer the master (a failover is under way)",
+            )));
+        }
+    } else if server.password.is_none() && server.db == 0 {
         // Something that accepts TCP is not yet a Redis that answers: find
         // out within connect_timeout, not on the first command.
         handshake(&redis::cmd("PING"))?;

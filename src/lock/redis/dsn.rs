@@ -52,6 +52,7 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
         username: settings.username().map(str::to_owned),
         password: settings.password().map(str::to_owned),
         db: settings.db(),
+        require_master: false,
     };
     Ok((server, secrets))
 }
@@ -60,6 +61,16 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
 pub(super) struct Secrets(Vec<String>);
 
 impl Secrets {
+    pub(super) fn none() -> Self {
+        Secrets(Vec::new())
+    }
+
+    pub(super) fn merge(&mut self, other: Secrets) {
+        for secret in other.0 {
+            self.add(Some(&secret));
+        }
+    }
+
     /// The raw forms, as written in the DSN (the decoded one is added from
     /// the parsed connection info).
     pub(super) fn in_dsn(dsn: &str) -> Self {

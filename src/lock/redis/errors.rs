@@ -30,7 +30,7 @@ impl Failure {
         err.kind() == ErrorKind::Io
             || matches!(
                 err.code(),
-                Some("LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN")
+                Some("LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
             )
     }
 }
@@ -99,9 +99,12 @@ pub(super) fn describe_failure(err: &RedisError) -> String {
         (_, Some("LOADING")) => "it is still loading its data set".to_owned(),
         (_, Some("BUSY")) => "it is busy running a script".to_owned(),
         (_, Some("MASTERDOWN")) => "it is a replica that lost its master".to_owned(),
-        (_, Some("MOVED" | "ASK" | "CLUSTERDOWN" | "CROSSSLOT" | "TRYAGAIN")) => {
-            "it is a Redis Cluster node, and cluster mode is not supported".to_owned()
+        (_, Some("MOVED" | "ASK")) => {
+            "it is a Redis Cluster node (use a redis-cluster:// DSN)".to_owned()
         }
+        (_, Some("CLUSTERDOWN")) => with_detail("the cluster is down"),
+        (_, Some("CROSSSLOT")) => with_detail("the keys are in different cluster slots"),
+        (_, Some("TRYAGAIN")) => with_detail("the cluster is moving the key's slot"),
         (_, Some("WRONGTYPE")) => "the key holds a value of another type".to_owned(),
         (_, Some("ERR")) if !detail.is_empty() => detail.to_owned(),
         (_, Some(code)) => with_detail(&code.to_lowercase()),

@@ -1,13 +1,16 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
-use super::connection::{run_retrying_once, Server};
+use super::cluster::{companions, Cluster};
+use super::connection::run_retrying_once;
 use super::dsn::{parse_dsn, Secrets};
 use super::errors::{describe_failure, makes_lock_unusable, plain_io, Failed, Failure};
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::redlock::{drift, on_all, verdict, Node, Verdict};
 use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
+use super::sentinel::Sentinel;
 use super::token::random_token;
 use crate::error::{Error, Result};
 use crate::lock::shorten;
@@ -25,12 +28,18 @@ pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A lock on one Redis key. See the [module docs](super) for the protocol.
 pub struct RedisLock {
-    server: Server,
-    key: String,
+    /// The server; for Redlock, the independent masters; for Sentinel, the
+    /// master the sentinels named last.
+    pub(super) nodes: Vec<Node>,
+    /// Sentinel: who names the master.
+    sentinel: Option<Sentinel>,
+    /// Cluster: the seeds, and how to follow redirections.
+    cluster: Option<Cluster>,
+    pub(super) key: String,
     fence_key: String,
-    channel: String,
+    pub(super) channel: String,
     pub(super) ttl: Duration,
-    options: RedisOptions,
+    pub(super) options: RedisOptions,
     secrets: Secrets,
     /// Tells this lock apart from other objects on the same key in the
     /// per-thread registry of holds.
@@ -39,18 +48,23 @@ pub struct RedisLock {
     name: LockName,
     /// The process whose sockets and thread `conn` and `hold` are.
     owner_pid: u32,
-    conn: Option<Connection>,
     hold: Option<Hold>,
     /// The value of `<key>` seen by the last acquire that found it busy.
-    last_holder: Option<String>,
+    pub(super) last_holder: Option<String>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
+    /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
+    /// acquire.
+    once_per: Option<Duration>,
 }
 
 /// What we know about a key we acquired.
 pub(super) struct Hold {
     token: String,
     fence: i64,
+    /// End of the once-per window this hold was taken in (Unix ms of the
+    /// server's clock); 0: an ordinary hold.
+    window_end_ms: i64,
     state: Arc<HoldState>,
     renewer: Option<JoinHandle<()>>,
 }
@@ -66,6 +80,10 @@ impl Hold {
     }
 }
 
+/// The acquire script's reply: `{1, fence, '', window end}` or
+/// `{0, PTTL, holder, 0}`.
+pub(super) type AcquireReply = (i64, i64, String, i64);
+
 /// Why the acquire script runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -80,8 +98,9 @@ pub(super) enum Mode {
 /// What one run of the acquire script found.
 pub(super) enum Attempt {
     /// `<key>` holds our token (just set, or it already did): the fencing
-    /// number, and when the attempt started (the TTL runs from later).
-    Ours(i64, Instant),
+    /// number, when the attempt started (the TTL runs from later), and the
+    /// end of its once-per window (0: none).
+    Ours(i64, Instant, i64),
     /// Someone else holds the key; it expires within this time (`None`: it
     /// has no TTL, or it is gone).
     Busy(Option<Duration>),
@@ -106,7 +125,29 @@ impl RedisLock {
     /// the message never contains the password) or
     /// `$options['connect_timeout']` / `$options['read_timeout']` (zero).
     pub fn new(dsn: &str, key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
+        Self::on_masters(&[dsn], key, ttl, options)
+    }
+
+    /// A Redlock: the key on each of `dsns`, independent masters, held while
+    /// a majority granted it (see the module docs). One DSN is a plain lock.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisLock::new`], and [`Error::InvalidValue`] naming `$dsn`
+    /// for an empty list or one that names a master twice.
+    pub fn on_masters(
+        dsns: &[&str],
+        key: &str,
+        ttl: Duration,
+        options: RedisOptions,
+    ) -> Result<Self> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        if dsns.is_empty() {
+            return Err(Error::value(
+                "$dsn",
+                "must be a DSN or a non-empty list of DSNs",
+            ));
+        }
         if key.is_empty() {
             return Err(Error::value("$key", "must not be empty"));
         }
@@ -116,27 +157,95 @@ impl RedisLock {
         let ttl = check_ttl(ttl)?;
         check_timeout("$options['connect_timeout']", options.connect_timeout)?;
         check_timeout("$options['read_timeout']", options.read_timeout)?;
-        let (server, secrets) = parse_dsn(dsn)?;
+        if dsns.len() > 1 && options.replicas > 0 {
+            return Err(Error::value(
+                "$options['replicas']",
+                "applies to one master (or a Sentinel DSN), not to a list of Redlock masters",
+            ));
+        }
+        let mut nodes: Vec<Node> = Vec::with_capacity(dsns.len());
+        let mut secrets = Secrets::none();
+        let mut sentinel = None;
+        let mut cluster = None;
+        for (index, dsn) in dsns.iter().enumerate() {
+            if let Some((found, found_secrets)) = Cluster::parse(dsn)? {
+                if dsns.len() > 1 {
+                    return Err(Error::value(
+                        format!("$dsn[{index}]"),
+                        "must be a redis://, rediss:// or unix:// DSN: Redlock needs independent masters",
+                    ));
+                }
+                secrets.merge(found_secrets);
+                nodes.push(found.first_node());
+                cluster = Some(found);
+                break;
+            }
+            if let Some((found, found_secrets)) = Sentinel::parse(dsn)? {
+                if dsns.len() > 1 {
+                    return Err(Error::value(
+                        format!("$dsn[{index}]"),
+                        "must be a redis://, rediss:// or unix:// DSN: Redlock needs independent masters",
+                    ));
+                }
+                secrets.merge(found_secrets);
+                nodes.push(found.first_node());
+                sentinel = Some(found);
+                break;
+            }
+            let (server, found) = parse_dsn(dsn).map_err(|err| match err {
+                Error::InvalidValue { arg, reason } if dsns.len() > 1 => {
+                    Error::value(format!("{arg}[{index}]"), reason)
+                }
+                other => other,
+            })?;
+            secrets.merge(found);
+            let node = Node::new(server);
+            if nodes.iter().any(|other| other.address() == node.address()) {
+                return Err(Error::value(
+                    "$dsn",
+                    format!(
+                        "names the Redis master {} twice; Redlock needs independent masters",
+                        node.address()
+                    ),
+                ));
+            }
+            nodes.push(node);
+        }
         let name = LockName {
-            address: server.client.get_connection_info().addr().to_string(),
-            db: server.db,
+            address: match (&sentinel, &cluster) {
+                (Some(sentinel), _) => sentinel.describe(),
+                (_, Some(cluster)) => cluster.describe(),
+                _ => nodes
+                    .iter()
+                    .map(|node| node.server.client.get_connection_info().addr().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            },
+            db: nodes[0].server.db,
             key: key.to_owned(),
         };
+        let (fence_key, channel) = if cluster.is_some() {
+            companions(key)?
+        } else {
+            (format!("{key}:fence"), format!("{key}:released"))
+        };
         Ok(RedisLock {
-            server,
+            nodes,
+            sentinel,
+            cluster,
             name,
             key: key.to_owned(),
-            fence_key: format!("{key}:fence"),
-            channel: format!("{key}:released"),
+            fence_key,
+            channel,
             ttl,
             options,
             secrets,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             owner_pid: sys::current_pid(),
-            conn: None,
             hold: None,
             last_holder: None,
             busy_here: false,
+            once_per: None,
         })
     }
 
@@ -194,7 +303,9 @@ impl RedisLock {
         );
         if wait == Wait::Once {
             return match self.attempt(&token, Mode::Take)? {
-                Attempt::Ours(fence, sent) => self.start_hold(token, fence, sent),
+                Attempt::Ours(fence, sent, window_end) => {
+                    self.start_hold(token, fence, sent, window_end)
+                }
                 Attempt::Busy(_) => Ok(false),
             };
         }
@@ -207,18 +318,28 @@ impl RedisLock {
         loop {
             let started = Instant::now();
             let nap = match self.attempt(&token, Mode::Wait) {
-                Ok(Attempt::Ours(fence, sent)) => return self.start_hold(token, fence, sent),
+                Ok(Attempt::Ours(fence, sent, window_end)) => {
+                    return self.start_hold(token, fence, sent, window_end)
+                }
                 Ok(Attempt::Busy(expires_in)) => {
                     backoff = RECONNECT_BACKOFF_MIN;
                     // Subscribe, then retry at once, so a release between
                     // the attempt and the subscription still wakes us.
-                    if listener.subscribe(&self.server, &self.options, &self.channel) {
+                    // Redlock: the first master's channel; polling covers
+                    // the rest.
+                    if listener.subscribe(&self.nodes[0].server, &self.options, &self.channel) {
                         continue;
                     }
                     if wait.remaining() == Some(Duration::ZERO) {
                         return Ok(false);
                     }
-                    expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL))
+                    let nap = expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL));
+                    if self.is_redlock() {
+                        // Waiters that split the votes must not retry in step.
+                        nap.mul_f64(0.5 + jitter())
+                    } else {
+                        nap
+                    }
                 }
                 Err(Failed {
                     error,
@@ -254,26 +375,84 @@ impl RedisLock {
     /// One run of the acquire script (retried once on a broken connection:
     /// it is idempotent for a given token).
     fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
-        let mut invocation = scripts().acquire.prepare_invoke();
-        invocation
-            .key(&self.key)
-            .key(&self.fence_key)
-            .arg(token)
-            .arg(ttl_ms(self.ttl))
-            .arg(if mode == Mode::Confirm { "1" } else { "0" });
+        if self.is_redlock() {
+            return self.attempt_on_masters(token, mode);
+        }
+        let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
-        let ((acquired, number, holder), _): ((i64, i64, String), _) =
+        let replicas = if mode == Mode::Confirm {
+            0
+        } else {
+            self.options.replicas
+        };
+        // WAIT gives up a little before the socket would.
+        let wait_ms = (self.options.read_timeout.as_millis() * 4 / 5).max(1) as u64;
+        let (((acquired, number, holder, window_end), acks), _) =
             self.run("acquire", mode == Mode::Wait, |conn| {
-                invocation.invoke(conn)
+                let reply: AcquireReply = invocation.invoke(conn)?;
+                if reply.0 != 1 || replicas == 0 {
+                    return Ok((reply, 0));
+                }
+                let acks: i64 = redis::cmd("WAIT").arg(replicas).arg(wait_ms).query(conn)?;
+                Ok((reply, acks))
             })?;
+        if acquired == 1 && acks < i64::from(replicas) {
+            // Not safe from a failover yet: give it back.
+            let _ = self.delete_if_ours(token);
+            return Err(Failed {
+                error: Error::Connection(self.secrets.scrub(format!(
+                    "{} was taken, but only {acks} of the {replicas} replicas asked for \
+                     acknowledged it within {wait_ms} ms; it was given back",
+                    self.describe()
+                ))),
+                transient: true,
+            });
+        }
         if acquired == 1 {
-            return Ok(Attempt::Ours(number, sent));
+            return Ok(Attempt::Ours(number, sent, window_end));
         }
         self.last_holder = Some(holder);
         // PTTL is -1 for a key without TTL, -2 for no key.
         Ok(Attempt::Busy(
             u64::try_from(number).ok().map(Duration::from_millis),
         ))
+    }
+
+    pub(super) fn acquire_invocation(
+        &self,
+        token: &str,
+        mode: Mode,
+    ) -> redis::ScriptInvocation<'static> {
+        let in_window = self.once_per.filter(|_| mode != Mode::Confirm);
+        let script = match in_window {
+            Some(_) => &scripts().acquire_in_window,
+            None => &scripts().acquire,
+        };
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(&self.key)
+            .key(&self.fence_key)
+            .arg(token)
+            .arg(ttl_ms(self.ttl));
+        match in_window {
+            Some(window) => invocation.arg(ttl_ms(window)),
+            None => invocation.arg(if mode == Mode::Confirm { "1" } else { "0" }),
+        };
+        invocation
+    }
+
+    pub(super) fn is_redlock(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    /// How long a hold confirmed with `ttl` counts as valid from when the
+    /// command was sent: the TTL, less the drift allowance for Redlock.
+    pub(super) fn valid_for(&self, ttl: Duration) -> Duration {
+        if self.is_redlock() {
+            ttl.saturating_sub(drift(ttl))
+        } else {
+            ttl
+        }
     }
 
     /// D1: acquire() on a held lock asks the server and extends the TTL.
@@ -287,7 +466,7 @@ impl RedisLock {
         let sent = Instant::now();
         match self.attempt(&token, Mode::Confirm)? {
             Attempt::Ours(..) => {
-                state.extend(sent, self.ttl);
+                state.extend(sent, self.valid_for(self.ttl));
                 Ok(true)
             }
             Attempt::Busy(_) => {
@@ -300,10 +479,16 @@ impl RedisLock {
     }
 
     /// Records a fresh hold (the key holds `token` since after `sent`).
-    fn start_hold(&mut self, token: String, fence: i64, sent: Instant) -> Result<bool> {
-        let state = Arc::new(HoldState::new(sent, self.ttl));
+    fn start_hold(
+        &mut self,
+        token: String,
+        fence: i64,
+        sent: Instant,
+        window_end_ms: i64,
+    ) -> Result<bool> {
+        let state = Arc::new(HoldState::new(sent, self.valid_for(self.ttl)));
         let renewer = if self.options.auto_renew {
-            match self.spawn_renewer(&token, &state) {
+            match self.spawn_renewer(&token, &state, window_end_ms) {
                 Ok(renewer) => Some(renewer),
                 Err(err) => {
                     // Best effort: otherwise the key stays until its TTL.
@@ -321,6 +506,7 @@ impl RedisLock {
         self.hold = Some(Hold {
             token,
             fence,
+            window_end_ms,
             state,
             renewer,
         });
@@ -331,12 +517,19 @@ impl RedisLock {
         &self,
         token: &str,
         state: &Arc<HoldState>,
+        window_end_ms: i64,
     ) -> std::io::Result<JoinHandle<()>> {
         let renewal = Renewal {
-            server: self.server.clone(),
+            nodes: self
+                .nodes
+                .iter()
+                .map(|node| Node::new(node.server.clone()))
+                .collect(),
             options: self.options,
-            invocation: renew_invocation(&self.key, token, self.ttl),
-            ttl: self.ttl,
+            invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
+            valid_for: self.valid_for(self.ttl),
+            sentinel: self.sentinel.as_ref().map(Sentinel::fresh),
+            cluster: self.cluster.as_ref().map(Cluster::fresh),
         };
         let state = Arc::clone(state);
         thread::Builder::new()
@@ -364,13 +557,16 @@ impl RedisLock {
             return Ok(false);
         }
         let state = Arc::clone(&hold.state);
-        let invocation = renew_invocation(&self.key, &hold.token, ttl);
+        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
-        let (renewed, _) = self.run("renew", false, |conn| invocation.invoke::<i64>(conn))?;
-        let renewed = renewed == 1;
+        let renewed = self.everywhere(
+            "renew",
+            &|conn| invocation.invoke::<i64>(conn),
+            |reply, _| reply == 1,
+        )?;
         if renewed {
-            state.extend(sent, ttl);
+            state.extend(sent, self.valid_for(ttl));
         } else {
             state.lost.store(true, Ordering::Release);
         }
@@ -403,6 +599,8 @@ impl RedisLock {
         // and no need to reach a server that may be gone.
         let released = if !hold.state.is_valid() {
             Ok(false)
+        } else if hold.window_end_ms != 0 {
+            self.leave_to_expire(&hold.token, hold.window_end_ms)
         } else {
             self.delete_if_ours(&hold.token)
         };
@@ -410,15 +608,70 @@ impl RedisLock {
         released
     }
 
+    /// Makes the next acquire that takes the key (not one that confirms a
+    /// hold) a once-per-window acquire: windows of `period` aligned to the
+    /// Unix epoch on the Redis server's clock (`TIME`), the key kept at
+    /// least until the window in which it was taken ends. `None` turns it
+    /// off. Releasing such a hold leaves the key to expire at its window's
+    /// end instead of deleting it (a run that failed still used its window).
+    pub fn set_once_per(&mut self, period: Option<Duration>) {
+        self.once_per = period;
+    }
+
+    /// Releases a hold taken in once-per mode: if the key is still ours
+    /// and its window has not ended yet (by the server's clock), it is left
+    /// to expire at the window's end (`PEXPIREAT`, token-checked), so nobody
+    /// takes it again in that window; past the window's end it is deleted.
+    fn leave_to_expire(&mut self, token: &str, window_end_ms: i64) -> Result<bool> {
+        let mut invocation = scripts().end_window.prepare_invoke();
+        invocation
+            .key(&self.key)
+            .arg(token)
+            .arg(window_end_ms)
+            .arg(&self.channel);
+        let redlock = self.is_redlock();
+        self.everywhere(
+            "leave to expire",
+            &|conn| invocation.invoke::<i64>(conn),
+            // -1 as for release: our first try most likely deleted it
+            // (or, for Redlock, a minority master never had it).
+            |reply, retried| reply == 1 || reply == 2 || (reply == -1 && (retried || redlock)),
+        )
+    }
+
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
         let mut invocation = scripts().release.prepare_invoke();
         invocation.key(&self.key).arg(token).arg(&self.channel);
-        match self.run("release", false, |conn| invocation.invoke::<i64>(conn))? {
-            (1, _) => Ok(true),
-            // No key at all after a broken connection: most likely our first
-            // try deleted it and its reply was lost; nobody else holds it.
-            (-1, retried) => Ok(retried),
-            _ => Ok(false),
+        let redlock = self.is_redlock();
+        // No key at all after a broken connection: most likely our first
+        // try deleted it and its reply was lost; nobody else holds it. For
+        // Redlock, a master that never granted (or lost) the key is no
+        // reason to report a held lock as not held.
+        self.everywhere(
+            "release",
+            &|conn| invocation.invoke::<i64>(conn),
+            |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
+        )
+    }
+
+    /// Runs a token-checked yes/no script on the server, or on every
+    /// Redlock master: `Ok(true)` when it (a majority) said yes,
+    /// `Ok(false)` when it (so many that no majority is left) said no.
+    pub(super) fn everywhere(
+        &mut self,
+        op: &str,
+        command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
+        yes: impl Fn(i64, bool) -> bool,
+    ) -> Result<bool> {
+        if !self.is_redlock() {
+            let (reply, retried) = self.run(op, false, command)?;
+            return Ok(yes(reply, retried));
+        }
+        let results = on_all(&mut self.nodes, &self.options, command);
+        match verdict(results, yes) {
+            Verdict::Yes => Ok(true),
+            Verdict::No => Ok(false),
+            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures).error),
         }
     }
 
@@ -438,6 +691,12 @@ impl RedisLock {
     /// The fencing number of this acquisition (strictly increasing per key,
     /// across holders); `None` when not held.
     pub fn fencing_token(&self) -> Option<i64> {
+        if self.is_redlock() {
+            // See the module docs, "Redlock": no number across independent
+            // masters is strictly increasing under the failures Redlock is
+            // meant to survive.
+            return None;
+        }
         self.current_hold().map(|hold| hold.fence)
     }
 
@@ -467,15 +726,27 @@ impl RedisLock {
     /// `redis key '<key>' at <address>[/db]` for messages, the key cut to
     /// 200 characters.
     pub fn describe(&self) -> String {
-        let db = match self.server.db {
-            0 => String::new(),
-            db => format!("/{db}"),
-        };
-        format!(
-            "redis key '{}' at {}{db}",
-            shorten(&self.key),
-            self.server.client.get_connection_info().addr()
-        )
+        if let Some(sentinel) = &self.sentinel {
+            return format!(
+                "redis key '{}' at {}",
+                shorten(&self.key),
+                sentinel.describe()
+            );
+        }
+        if let Some(cluster) = &self.cluster {
+            return format!(
+                "redis key '{}' in {}",
+                shorten(&self.key),
+                cluster.describe()
+            );
+        }
+        let at = self
+            .nodes
+            .iter()
+            .map(Node::address)
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("redis key '{}' at {at}", shorten(&self.key))
     }
 
     /// Takes the hold out of this object and out of the thread's registry.
@@ -499,7 +770,12 @@ impl RedisLock {
     fn adopt_process(&mut self) {
         let pid = sys::current_pid();
         if self.owner_pid != pid {
-            mem::forget(self.conn.take());
+            for node in &mut self.nodes {
+                mem::forget(node.conn.take());
+            }
+            if let Some(sentinel) = &mut self.sentinel {
+                sentinel.forget_connection();
+            }
             mem::forget(self.hold.take());
             self.owner_pid = pid;
         }
@@ -515,21 +791,36 @@ impl RedisLock {
         in_wait: bool,
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failed> {
-        run_retrying_once(
-            &mut self.conn,
-            &self.server,
-            &self.options,
-            in_wait,
-            command,
-        )
-        .map_err(|failure| Failed {
-            error: self.error(op, &failure),
+        let node = &mut self.nodes[0];
+        if let Some(sentinel) = &mut self.sentinel {
+            if let Err(reason) = sentinel.follow(node, &self.options) {
+                return Err(Failed {
+                    error: Error::Connection(self.secrets.scrub(format!(
+                        "cannot {op} key '{}': {reason}",
+                        shorten(&self.key)
+                    ))),
+                    transient: true,
+                });
+            }
+        }
+        let result = match &mut self.cluster {
+            Some(cluster) => cluster.run(node, &self.options, in_wait, command),
+            None => run_retrying_once(
+                &mut node.conn,
+                &node.server,
+                &self.options,
+                in_wait,
+                command,
+            ),
+        };
+        result.map_err(|failure| Failed {
+            error: self.error(0, op, &failure),
             transient: failure.is_transient(),
         })
     }
 
-    fn error(&self, op: &str, failure: &Failure) -> Error {
-        let addr = self.server.client.get_connection_info().addr();
+    pub(super) fn error(&self, node: usize, op: &str, failure: &Failure) -> Error {
+        let addr = self.nodes[node].server.client.get_connection_info().addr();
         let key = shorten(&self.key);
         let message = match failure {
             Failure::Connect(err) if err.is_timeout() => format!(
@@ -569,4 +860,14 @@ impl Drop for RedisLock {
             let _ = self.release();
         }
     }
+}
+
+/// A number in [0, 1) that differs between processes and calls.
+fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let mixed = (u64::from(nanos) ^ u64::from(sys::current_pid()).rotate_left(32))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 11) as f64 / (1u64 << 53) as f64
 }

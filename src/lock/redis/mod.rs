@@ -50,7 +50,17 @@
 //!   (no key). The publish is a `pcall`, so an ACL user without
 //!   channel rights can still release (its waiters then poll).
 //!
-//! All three are safe to run twice, which is what lets a command whose
+//! - once per window (`cron_guard`'s `'once_per'`, see
+//!   [`RedisLock::set_once_per`]): the acquire script also reads the
+//!   server's `TIME`, computes the end of the window (aligned to the Unix
+//!   epoch) and `PEXPIREAT`s the key to it if that is later than the TTL;
+//!   renew never shortens the key below it; at the job's end a token-checked
+//!   script `PEXPIREAT`s the key to the window's end instead of deleting it
+//!   (or deletes and publishes, as release does, once the window is over).
+//!   The server's clock is the only one that places windows, so the hosts'
+//!   clock skew never lets a window have two runs.
+//!
+//! All of them are safe to run twice, which is what lets a command whose
 //! connection broke be sent again (see below).
 //!
 //! Any other client that takes `<key>` with `SET NX` excludes cronlock and is
@@ -59,8 +69,61 @@
 //! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
 //! someone else) is never extended or deleted: `renew()`/`release()` report
 //! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
-//! fencing counter; leave it alone. Redis Cluster is not supported (no
-//! `MOVED` handling).
+//! fencing counter; leave it alone.
+//!
+//! # Cluster
+//!
+//! `redis-cluster://seed,seed…` (module `cluster`): commands go to the node
+//! that answered last; `MOVED` repoints us, `ASK` sends that one command
+//! (with `ASKING`, again after the crate's `NOSCRIPT` reload) to the node it
+//! names, an unreachable node sends us back to the seeds. Companion keys
+//! are `<key>:fence` when `<key>` has a hash tag, else `{<key>}:fence`, so the
+//! two-key scripts never cross slots. Waiters subscribe with plain
+//! `SUBSCRIBE` on the node they talk to: cluster `PUBLISH` reaches every
+//! node, and SSUBSCRIBE would tie the listener to the slot's owner, which
+//! resharding changes under it; the 50 ms poll covers the rest. The redis
+//! crate's `cluster` feature is not used: its client keeps a slot map and
+//! connections to every node, where one lock needs one key's node.
+//!
+//! # Sentinel
+//!
+//! `redis-sentinel://…/master[/db]`: before every command the lock (and its
+//! renewal thread) asks the sentinels, the last that answered first, for the
+//! master's address (`sentinel`), and opens a new connection when it moved;
+//! a new connection to the master checks `ROLE` (a demoted master is a
+//! transient failure). So renew and acquire follow the master the sentinels
+//! name now, and a key that did not reach it is reported lost. With
+//! [`RedisOptions::replicas`] the acquire script is followed by `WAIT` on the
+//! same connection; too few acknowledgements give the key back and fail the
+//! attempt (transient: a waiter retries).
+//!
+//! # Redlock
+//!
+//! [`RedisLock::on_masters`] with several DSNs of independent masters: each
+//! operation runs the same script on every master at once (one scoped
+//! thread per master, `redlock::on_all`; one master runs on the caller's
+//! thread), so a master that is down or stopped costs its timeouts once.
+//!
+//! - acquire: held when a majority (`n/2 + 1`) granted and the attempt took
+//!   less than TTL − drift, drift = TTL/100 + 2 ms (the Redlock paper's
+//!   allowance for clock drift between the masters and us); the hold then
+//!   counts as valid until TTL − drift after the attempt was sent. An attempt
+//!   that falls short deletes (token-checked) the grants it got; a master that
+//!   did not answer keeps our key until its TTL. A majority busy: `Ok(false)`
+//!   (waiters retry after a random part of the poll interval, so two
+//!   waiters that split the votes do not retry in step); fewer answering
+//!   masters than a majority: the error, naming each master's failure.
+//! - renew, confirm, release, end of a once-per window: yes when a majority
+//!   said yes; no (lost) when so many said no that no majority is left;
+//!   otherwise the error. A release (or window end) counts "no key" on a
+//!   master as yes: a minority that never had or lost the key does not make
+//!   a held lock "not held".
+//! - Waiters subscribe to the first master's channel and poll the others.
+//! - No fencing number (`fencing_token()` is `None`): no number made from
+//!   independent counters is strictly increasing when a master restarts
+//!   without its counter or a grant reaches only part of a majority (see
+//!   the stub for where cronlock stands between Kleppmann and antirez).
+//! - The D3 registry names the lock by all its addresses, in order.
 //!
 //! # DSN
 //!
@@ -138,26 +201,32 @@
 //! | module | what |
 //! | --- | --- |
 //! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release, messages |
-//! | `scripts` | the three Lua scripts |
+//! | `scripts` | the Lua scripts |
 //! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
 //! | `dsn` | parsing a DSN; the passwords kept out of messages |
 //! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
 //! | `listener` | a waiter's subscription to `<key>:released` |
 //! | `errors` | which failures are transient or fatal, and saying them in words |
+//! | `redlock` | Redlock: running a script on every master, majorities, the drift allowance |
+//! | `sentinel` | asking the sentinels for the master; the `redis-sentinel://` DSN |
+//! | `cluster` | following MOVED/ASK from seed nodes; companion keys in the key's slot |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
 //! | `renewer` | the hold's shared state and the auto-renew thread |
 //! | `token` | the random part of a token |
-//! | `tests` | against real redis-servers (`tests/server.rs` starts them) |
+//! | `tests` | against real redis-servers, Redlock masters and Sentinel setups (`tests/server.rs` starts them) |
 
+mod cluster;
 mod connection;
 mod dsn;
 mod errors;
 mod listener;
 mod lock;
 mod options;
+mod redlock;
 mod registry;
 mod renewer;
 mod scripts;
+mod sentinel;
 #[cfg(test)]
 mod tests;
 mod token;

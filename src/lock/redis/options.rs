@@ -20,6 +20,9 @@ pub struct RedisOptions {
     pub read_timeout: Duration,
     /// Renew the TTL from a background thread every ttl/3 while held.
     pub auto_renew: bool,
+    /// An acquire succeeds only once this many replicas acknowledged the
+    /// key (`WAIT`, within 4/5 of `read_timeout`); 0: do not wait.
+    pub replicas: u32,
 }
 
 impl Default for RedisOptions {
@@ -28,6 +31,7 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_secs(1),
             read_timeout: Duration::from_secs(1),
             auto_renew: false,
+            replicas: 0,
         }
     }
 }

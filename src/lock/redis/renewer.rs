@@ -1,7 +1,9 @@
 //! The auto-renew thread, and the hold state it shares with the lock.
 
-use super::connection::{run_retrying_once, Server};
+use super::cluster::Cluster;
 use super::options::RedisOptions;
+use super::redlock::{on_all, verdict, Node, Verdict};
+use super::sentinel::Sentinel;
 use parking_lot::{Condvar, Mutex};
 use redis::ScriptInvocation;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,41 +74,60 @@ impl HoldState {
     }
 }
 
-/// The auto-renew thread's work; owns its own connection.
+/// The auto-renew thread's work; owns its own connections.
 pub(super) struct Renewal {
-    pub(super) server: Server,
+    /// The server, or the Redlock masters (fresh connections of its own).
+    pub(super) nodes: Vec<Node>,
     pub(super) options: RedisOptions,
     pub(super) invocation: ScriptInvocation<'static>,
-    pub(super) ttl: Duration,
+    /// How long a renewal counts as valid from when it was sent.
+    pub(super) valid_for: Duration,
+    /// Sentinel: renew on the master the sentinels name now.
+    pub(super) sentinel: Option<Sentinel>,
+    /// Cluster: follow redirections.
+    pub(super) cluster: Option<Cluster>,
 }
 
 impl Renewal {
-    pub(super) fn run(self, state: &HoldState) {
-        let period = (self.ttl / 3).max(Duration::from_millis(1));
-        let mut conn = None;
+    pub(super) fn run(mut self, state: &HoldState) {
+        let period = (self.valid_for / 3).max(Duration::from_millis(1));
         let mut next = state.acquired_at + period;
         while !state.wait_for_stop(next) {
             let gate = state.renew_gate.lock();
             let sent = Instant::now();
-            let outcome =
-                run_retrying_once(&mut conn, &self.server, &self.options, false, |conn| {
-                    self.invocation.invoke::<i64>(conn)
-                });
-            match outcome {
-                Ok((1, _)) => {
-                    state.extend(sent, self.ttl);
+            let invocation = &self.invocation;
+            let followed = match &mut self.sentinel {
+                Some(sentinel) => sentinel.follow(&mut self.nodes[0], &self.options).is_ok(),
+                None => true,
+            };
+            let results = if !followed {
+                Vec::new()
+            } else if let Some(cluster) = &mut self.cluster {
+                vec![
+                    cluster.run(&mut self.nodes[0], &self.options, false, |conn| {
+                        invocation.invoke::<i64>(conn)
+                    }),
+                ]
+            } else {
+                on_all(&mut self.nodes, &self.options, &|conn| {
+                    invocation.invoke::<i64>(conn)
+                })
+            };
+            match verdict(results, |reply, _| reply == 1) {
+                Verdict::Yes => {
+                    state.extend(sent, self.valid_for);
                     next = sent + period;
                 }
-                Ok(_) => {
+                Verdict::No => {
                     state.lost.store(true, Ordering::Release);
                     return;
                 }
                 // The key has expired unrenewed: someone else may hold it.
-                Err(_) if !state.is_valid() => {
+                Verdict::Unknown(_) if !state.is_valid() => {
                     state.lost.store(true, Ordering::Release);
                     return;
                 }
-                Err(_) => next = Instant::now() + period.min(RENEW_RETRY_MAX),
+                Verdict::Unknown(_) => next = Instant::now() + period.min(RENEW_RETRY_MAX),
             }
             drop(gate);
         }

@@ -1,5 +1,8 @@
 //! Tests against real redis-servers started per test (see [`server`]).
 
+mod cluster;
+mod redlock;
+mod sentinel;
 mod server;
 
 use super::dsn::Secrets;
@@ -908,4 +911,99 @@ fn messages_say_what_happened_in_words() {
         "{message}"
     );
     assert!(!message.contains("os error"), "{message}");
+}
+
+fn pexpiretime(raw: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(raw).unwrap()
+}
+
+fn server_ms(raw: &mut Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(raw).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+#[test]
+fn once_per_window_leaves_the_key_to_expire_at_the_windows_end() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let window = Duration::from_secs(3);
+    // A TTL far shorter than the window: the key still lives to its end.
+    let mut a = new_lock(&dsn, "job", Duration::from_millis(200));
+    a.set_once_per(Some(window));
+    // Not too close to a window's end, so the job "ends" in its window.
+    while server_ms(&mut raw) % 3_000 > 2_000 {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let started = server_ms(&mut raw);
+    let window_end = (started / 3_000 + 1) * 3_000;
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    assert_eq!(pexpiretime(&mut raw, "job"), window_end);
+    assert_eq!(a.renew(None), Ok(true));
+    assert_eq!(
+        pexpiretime(&mut raw, "job"),
+        window_end,
+        "renew never shortens the key's life below its window's end"
+    );
+    let token = a.token().unwrap().to_owned();
+    assert_eq!(a.release(), Ok(true));
+    assert!(!a.is_held());
+    assert_eq!(a.release(), Ok(false), "nothing left to release");
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+    assert_eq!(pexpiretime(&mut raw, "job"), window_end);
+
+    let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+    b.set_once_per(Some(window));
+    assert_eq!(b.acquire(Wait::Once), Ok(false), "the window is used up");
+    assert!(b.acquire(within(Duration::from_secs(5))).unwrap());
+    assert!(
+        server_ms(&mut raw) >= window_end,
+        "taken in the next window"
+    );
+    assert_eq!(b.fencing_token(), Some(2));
+    assert_eq!(b.release(), Ok(true), "a plain release still deletes");
+    assert_eq!(get(&mut raw, "job"), None);
+}
+
+#[test]
+fn once_per_a_job_that_outlasts_its_window_releases() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let mut a = new_lock(&dsn, "job", Duration::from_secs(10));
+    a.set_once_per(Some(Duration::from_millis(100)));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    assert!(pttl(&mut raw, "job") > 9_000, "the TTL outlasts the window");
+    thread::sleep(Duration::from_millis(250));
+    let mut listener = raw_client(&dsn);
+    let _: () = redis::cmd("SUBSCRIBE")
+        .arg("job:released")
+        .query(&mut listener)
+        .unwrap();
+    assert_eq!(a.release(), Ok(true));
+    assert_eq!(get(&mut raw, "job"), None, "deleted as by release()");
+    let message = listener.recv_response().unwrap();
+    assert!(
+        format!("{message:?}").contains("job:released"),
+        "waiters are woken"
+    );
+
+    // A hold taken without a window: release() deletes the key.
+    let mut plain = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(plain.acquire(Wait::Once), Ok(true));
+    assert_eq!(plain.release(), Ok(true));
+    assert_eq!(get(&mut raw, "job"), None);
+
+    // Not ours any more: left alone.
+    let mut lost = new_lock(&dsn, "job", Duration::from_secs(10));
+    lost.set_once_per(Some(Duration::from_secs(60)));
+    assert_eq!(lost.acquire(Wait::Once), Ok(true));
+    let _: () = redis::cmd("SET")
+        .arg("job")
+        .arg("other")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(lost.release(), Ok(false));
+    assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
+    assert_eq!(pttl(&mut raw, "job"), -1);
 }

@@ -1,0 +1,230 @@
+<?php
+
+declare(strict_types=1);
+
+namespace CronLock\Tests;
+
+use CronLock\File;
+use CronLock\Guard;
+use CronLock\Lock;
+use CronLock\Redis;
+use CronLock\Tests\Support\ErrorLogHelpers;
+use CronLock\Tests\Support\FileTestHelpers;
+use CronLock\Tests\Support\Proc;
+use CronLock\Tests\Support\RedisServer;
+use CronLock\Tests\Support\RedisTestHelpers;
+use PHPUnit\Framework\TestCase;
+
+/**
+ * cron_guard(..., ['once_per' => P]): at most one run per window of P seconds
+ * aligned to the Unix epoch (on the Redis server's clock), across hosts.
+ *
+ * @group extension-only
+ * cronlock/polyfill has no 'once_per' (the extension's window scripts).
+ */
+final class CronGuardOncePerTest extends TestCase
+{
+    use ErrorLogHelpers;
+    use FileTestHelpers;
+    use RedisTestHelpers;
+
+    private string $dir;
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        $this->dir = $this->makeTempDir('once-per');
+    }
+
+    protected function tearDown(): void
+    {
+        $this->restoreErrorLog();
+        $this->reapCommands();
+        $this->removeTempDirs();
+        parent::tearDown();
+    }
+
+    private static function key(): string
+    {
+        return 'once-per:' . getmypid() . ':' . bin2hex(random_bytes(4));
+    }
+
+    /** The Redis server's clock in ms. */
+    private static function serverMs(): int
+    {
+        [$s, $us] = self::raw('TIME');
+        return (int) $s * 1000 + intdiv((int) $us, 1000);
+    }
+
+    /** Sleeps until the server's clock is at most $maxIntoWindow ms into a window of $windowMs. */
+    private static function awaitEarlyInWindow(int $windowMs, int $maxIntoWindow): int
+    {
+        while (($now = self::serverMs()) % $windowMs > $maxIntoWindow) {
+            usleep(20_000);
+        }
+        return $now;
+    }
+
+    public function testLocksWithoutATtlAndBadPeriodsAreRefused(): void
+    {
+        $userland = new class implements Lock {
+            public function acquire(float $timeout = 0.0): bool { return true; }
+            public function renew(?float $ttl = null): bool { return true; }
+            public function release(): bool { return true; }
+            public function isHeld(): bool { return false; }
+        };
+        $cases = [
+            'File' => [new File("{$this->dir}/job.lock"), ['once_per' => 60], 'CronLock\File has none'],
+            'named' => ['job-name', ['once_per' => 60], 'CronLock\File has none'],
+            'userland' => [$userland, ['once_per' => 60], 'has none'],
+            'zero' => [new Redis(self::$server->dsn(), self::key(), 10.0), ['once_per' => 0], 'must be a number of seconds'],
+            'negative' => [new Redis(self::$server->dsn(), self::key(), 10.0), ['once_per' => -1], 'must be a number of seconds'],
+            'NaN' => [new Redis(self::$server->dsn(), self::key(), 10.0), ['once_per' => NAN], ''],
+        ];
+        ini_set('cronlock.lock_dir', $this->dir);
+        try {
+            foreach ($cases as $name => [$lock, $options, $says]) {
+                $ran = false;
+                try {
+                    cron_guard(function () use (&$ran) { $ran = true; }, $lock, $options);
+                    self::fail("$name: expected a ValueError");
+                } catch (\ValueError $e) {
+                    self::assertStringContainsString("\$options['once_per']", $e->getMessage(), $name);
+                    self::assertStringContainsString($says, $e->getMessage(), $name);
+                }
+                self::assertFalse($ran, "$name: the job is not called");
+            }
+        } finally {
+            ini_restore('cronlock.lock_dir');
+        }
+    }
+
+    public function testAShortOrFailingJobUsesUpItsWindowAndTheKeyExpiresAtTheWindowsEnd(): void
+    {
+        $key = self::key();
+        $started = self::awaitEarlyInWindow(4000, 1500);
+        $windowEnd = (intdiv($started, 4000) + 1) * 4000;
+        // A TTL far shorter than the window: the key still lives to its end.
+        $lock = new Redis(self::$server->dsn(), $key, 0.5);
+        self::assertSame('done', cron_guard(static fn () => 'done', $lock, ['once_per' => 4]));
+        self::assertFalse($lock->isHeld(), 'the run is over');
+        self::assertFalse($lock->release(), 'nothing left to release');
+        self::assertNotNull(self::raw('GET', $key), 'the key is left, not deleted');
+        self::assertSame($windowEnd, self::raw('PEXPIRETIME', $key), 'it expires at the end of the window');
+
+        $log = $this->logToFile($this->dir);
+        $other = new Redis(self::$server->dsn(), $key, 10.0);
+        $ran = false;
+        self::assertNull(cron_guard(function () use (&$ran) { $ran = true; }, $other, ['once_per' => 4]));
+        self::assertFalse($ran, 'a second run in the same window is skipped');
+        $lines = self::logLines($log);
+        self::assertCount(1, $lines, implode("\n", $lines));
+        self::assertStringContainsString("redis key '$key'", $lines[0]);
+        self::assertStringContainsString('pid ' . getmypid(), $lines[0], 'names who ran in this window');
+
+        // The next window: one run again, and a job that throws uses it up too.
+        while (self::serverMs() < $windowEnd) {
+            usleep(20_000);
+        }
+        try {
+            cron_guard(static function () { throw new \RuntimeException('job failed'); }, $other, ['once_per' => 4]);
+            self::fail('the exception propagates');
+        } catch (\RuntimeException $e) {
+            self::assertSame('job failed', $e->getMessage());
+        }
+        self::assertSame($windowEnd + 4000, self::raw('PEXPIRETIME', $key));
+        self::assertNull(cron_guard(static fn () => 'ran', $lock, ['once_per' => 4]));
+    }
+
+    public function testAJobEndedByExitOrAFatalErrorUsesUpItsWindow(): void
+    {
+        foreach (['exit(3);' => 3, 'trigger_error("boom", E_USER_ERROR);' => 255] as $end => $status) {
+            $key = self::key();
+            $started = self::awaitEarlyInWindow(10_000, 5000);
+            $windowEnd = (intdiv($started, 10_000) + 1) * 10_000;
+            $p = Proc::run('$lock = ' . self::lockCode(self::$server->dsn(), $key, 30.0) . ";\n"
+                . "cron_guard(function () { echo \"RAN\\n\"; $end }, \$lock, ['once_per' => 10]);");
+            self::assertSame($status, $p->exitCode(), $p->stderr());
+            self::assertSame("RAN\n", $p->stdout());
+            self::assertSame($windowEnd, self::raw('PEXPIRETIME', $key), "$end: left to expire at the window's end");
+        }
+    }
+
+    public function testAJobThatOutlastsItsWindowReleasesAsUsual(): void
+    {
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 30.0);
+        self::awaitEarlyInWindow(1000, 300);
+        cron_guard(static fn () => usleep(1_200_000), $lock, ['once_per' => 1]);
+        self::assertSame(0, self::raw('EXISTS', $key), 'deleted: its window is over');
+    }
+
+    /**
+     * Two "hosts" (process groups) whose clocks differ: each group's cron
+     * fires at the ticks of its own clock (the real clock plus an offset
+     * injected through CRONLOCK_TEST_CLOCK_OFFSET) and once more half a
+     * window later, with two workers per group, like two crontab lines.
+     * Over 22 windows of 1 s, every window has exactly one run.
+     */
+    public function testTwoHostsWithSkewedClocksRunTheJobExactlyOncePerWindow(): void
+    {
+        $key = self::key();
+        $journal = "{$this->dir}/journal";
+        $start = floor(microtime(true)) + 2.0;
+        $until = $start + 22.0;
+        $code = '$lock = fn () => ' . self::lockCode(self::$server->dsn(), $key, 30.0) . ";\n" . <<<'PHP'
+            [, $journal, $start, $until] = $argv;
+            $offset = (float) getenv('CRONLOCK_TEST_CLOCK_OFFSET');
+            $clock = fn () => microtime(true) + $offset;   // this "host's" clock
+            for ($tick = (float) $start; $tick < (float) $until; $tick += 1.0) {
+                foreach ([0.0, 0.5] as $delay) {
+                    usleep((int) max(0, ($tick + $delay - $clock()) * 1e6));
+                    $t0 = microtime(true);
+                    try {
+                        cron_guard(function () use ($journal, $t0) {
+                            file_put_contents($journal, sprintf("%d %.6F %.6F\n", getmypid(), $t0, microtime(true)), FILE_APPEND | LOCK_EX);
+                            usleep(20_000);
+                            if (mt_rand(0, 2) === 0) {
+                                throw new \RuntimeException('the job failed');
+                            }
+                        }, $lock(), ['once_per' => 1]);
+                    } catch (\RuntimeException $e) {
+                    }
+                }
+            }
+            echo "DONE\n";
+            PHP;
+        $args = [$journal, sprintf('%.1F', $start), sprintf('%.1F', $until)];
+        $procs = [];
+        foreach (['0.3', '-0.2'] as $offset) {       // one host 0.3 s ahead, one 0.2 s behind
+            for ($i = 0; $i < 2; $i++) {
+                $procs[] = Proc::start($code, $args, ['CRONLOCK_TEST_CLOCK_OFFSET' => $offset]);
+            }
+        }
+        foreach ($procs as $p) {
+            self::assertSame(0, $p->wait(60.0), $p->stdout() . $p->stderr());
+        }
+
+        // Each run's acquire happened between t0 and the job's start.
+        $perWindow = [];
+        $between = [];
+        foreach (file($journal, FILE_IGNORE_NEW_LINES) ?: [] as $line) {
+            [, $t0, $t1] = explode(' ', $line);
+            [$w0, $w1] = [(int) floor((float) $t0), (int) floor((float) $t1)];
+            if ($w0 === $w1) {
+                $perWindow[$w0][] = $line;
+            } else {
+                $between[] = [$w0, $w1, $line];
+            }
+        }
+        foreach ($between as [$w0, $w1, $line]) {   // a slow machine: either window may be its own
+            $perWindow[isset($perWindow[$w0]) ? $w1 : $w0][] = $line;
+        }
+        $windows = range((int) $start - 1, (int) $until - 1);   // the host ahead fires its first tick in the window before
+        self::assertGreaterThanOrEqual(20, count($windows));
+        foreach ($windows as $w) {
+            self::assertCount(1, $perWindow[$w] ?? [], "window $w: " . implode(' | ', $perWindow[$w] ?? []));
+        }
+        self::assertSame(count($windows), array_sum(array_map('count', $perWindow)), 'no run outside the windows');
+    }
+}

@@ -1,0 +1,240 @@
+//! Redis Cluster: `redis-cluster://[[user]:password@]host[:port][,host[:port]…]`
+//! (`rediss-cluster://` for TLS), the addresses being seed nodes. Commands
+//! go to the node that answered last; a `MOVED` reply moves us to the node
+//! it names (for this and later commands), an `ASK` reply sends that one
+//! command there after `ASKING`, and a node that cannot be reached sends us
+//! back to the seeds, which redirect us again.
+//!
+//! The lock key is exactly `$key`; its companions (`:fence`, `:released`)
+//! must live in its slot: with a hash tag in `$key` they keep it (`$key` +
+//! suffix); without one they get `$key` as their hash tag (`{$key}` +
+//! suffix), which hashes like `$key` itself.
+
+use super::connection::{run_retrying_once, Server};
+use super::dsn::{parse_dsn, Secrets};
+use super::errors::Failure;
+use super::options::RedisOptions;
+use super::redlock::Node;
+use crate::error::{Error, Result};
+use redis::{Connection, RedisResult};
+
+/// The most redirections one command follows (a resharding moves a slot
+/// once; more means the cluster is still settling).
+const MAX_REDIRECTS: usize = 5;
+
+pub(super) struct Cluster {
+    seeds: Vec<String>,
+    scheme: &'static str,
+    userinfo: String,
+    insecure: bool,
+    /// The seed to fall back to next.
+    next_seed: usize,
+}
+
+impl Cluster {
+    /// `Ok(None)`: not a cluster DSN.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$dsn` (never with the password).
+    pub(super) fn parse(dsn: &str) -> Result<Option<(Cluster, Secrets)>> {
+        let scheme = if starts_with_ignoring_case(dsn, "redis-cluster://") {
+            "redis"
+        } else if starts_with_ignoring_case(dsn, "rediss-cluster://") {
+            "rediss"
+        } else {
+            return Ok(None);
+        };
+        let rest = &dsn[scheme.len() + "-cluster://".len()..];
+        let (rest, insecure) = match rest.strip_suffix("#insecure") {
+            Some(rest) => (rest.strip_suffix('/').unwrap_or(rest), true),
+            None => (rest.strip_suffix('/').unwrap_or(rest), false),
+        };
+        let shape = || {
+            Error::value(
+                "$dsn",
+                format!(
+                    "must look like {scheme}-cluster://[[user]:password@]host[:port][,host[:port]…] \
+                     (seed nodes; a cluster has no databases)"
+                ),
+            )
+        };
+        let (userinfo, hosts) = match rest.rsplit_once('@') {
+            Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
+            None => (String::new(), rest),
+        };
+        let secrets = Secrets::in_dsn(&format!("redis://{userinfo}localhost"));
+        if hosts.is_empty() || hosts.contains('/') {
+            return Err(shape());
+        }
+        let mut cluster = Cluster {
+            seeds: Vec::new(),
+            scheme,
+            userinfo,
+            insecure,
+            next_seed: 0,
+        };
+        for host in hosts.split(',') {
+            let has_port = match host.strip_prefix('[') {
+                Some(v6) => v6.contains("]:"),
+                None => host.contains(':'),
+            };
+            let seed = if has_port {
+                host.to_owned()
+            } else {
+                format!("{host}:6379")
+            };
+            cluster
+                .server(&seed)
+                .map_err(|err| Error::value("$dsn", secrets.scrub(err.to_string())))?;
+            cluster.seeds.push(seed);
+        }
+        Ok(Some((cluster, secrets)))
+    }
+
+    /// A copy for the auto-renew thread.
+    pub(super) fn fresh(&self) -> Cluster {
+        Cluster {
+            seeds: self.seeds.clone(),
+            scheme: self.scheme,
+            userinfo: self.userinfo.clone(),
+            insecure: self.insecure,
+            next_seed: 0,
+        }
+    }
+
+    pub(super) fn first_node(&self) -> Node {
+        Node::new(self.server(&self.seeds[0]).expect("checked by parse"))
+    }
+
+    /// `cluster (seeds a:7000, b:7001)` for messages and the registry.
+    pub(super) fn describe(&self) -> String {
+        format!("the Redis Cluster with seeds {}", self.seeds.join(", "))
+    }
+
+    fn server(&self, address: &str) -> Result<Server> {
+        let suffix = if self.insecure { "/#insecure" } else { "" };
+        let (server, _) = parse_dsn(&format!(
+            "{}://{}{address}{suffix}",
+            self.scheme, self.userinfo
+        ))?;
+        Ok(server)
+    }
+
+    fn point_at(&self, node: &mut Node, address: &str) -> bool {
+        match self.server(address) {
+            Ok(server) => {
+                node.server = server;
+                node.conn = None;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Runs `command` on the node that owns the key, following `MOVED` and
+    /// `ASK`, and falling back to the seeds when the node is unreachable.
+    pub(super) fn run<T>(
+        &mut self,
+        node: &mut Node,
+        options: &RedisOptions,
+        in_wait: bool,
+        mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
+    ) -> std::result::Result<(T, bool), Failure> {
+        let mut unreachable = 0;
+        let mut redirects = 0;
+        loop {
+            let failure = match run_retrying_once(
+                &mut node.conn,
+                &node.server,
+                options,
+                in_wait,
+                &mut command,
+            ) {
+                Ok(done) => return Ok(done),
+                Err(failure) => failure,
+            };
+            match &failure {
+                Failure::Command(err) if redirects < MAX_REDIRECTS => {
+                    let Some((address, _)) = err.redirect_node() else {
+                        return Err(failure);
+                    };
+                    redirects += 1;
+                    if err.code() == Some("MOVED") {
+                        if !self.point_at(node, address) {
+                            return Err(failure);
+                        }
+                        continue;
+                    }
+                    // ASK: this one command, on that node, after ASKING.
+                    let mut target = Node::new(match self.server(address) {
+                        Ok(server) => server,
+                        Err(_) => return Err(failure),
+                    });
+                    return run_retrying_once(
+                        &mut target.conn,
+                        &target.server,
+                        options,
+                        in_wait,
+                        |conn| {
+                            redis::cmd("ASKING").query::<()>(conn)?;
+                            match command(conn) {
+                                // A script the node did not know: the crate
+                                // loaded it and sent it again, without ASKING.
+                                Err(err) if err.redirect_node().is_some() => {
+                                    redis::cmd("ASKING").query::<()>(conn)?;
+                                    command(conn)
+                                }
+                                other => other,
+                            }
+                        },
+                    );
+                }
+                Failure::Connect(_) if unreachable < self.seeds.len() => {
+                    // The node may be gone (failover, resharding): ask a seed.
+                    unreachable += 1;
+                    let seed = self.seeds[self.next_seed % self.seeds.len()].clone();
+                    self.next_seed += 1;
+                    if !self.point_at(node, &seed) {
+                        return Err(failure);
+                    }
+                }
+                _ => return Err(failure),
+            }
+        }
+    }
+}
+
+/// The names of `<key>:fence` and `<key>:released` in the key's slot, or
+/// why there are none.
+///
+/// # Errors
+///
+/// [`Error::InvalidValue`] naming `$key` for a key with `}` but no hash tag,
+/// whose slot no hash tag can name.
+pub(super) fn companions(key: &str) -> Result<(String, String)> {
+    if has_hash_tag(key) {
+        return Ok((format!("{key}:fence"), format!("{key}:released")));
+    }
+    if key.contains('}') {
+        return Err(Error::value(
+            "$key",
+            "contains '}' but no hash tag ({…}), so cronlock's counter and channel cannot share \
+             its cluster slot; use a hash tag, e.g. '{cron}:job'",
+        ));
+    }
+    Ok((format!("{{{key}}}:fence"), format!("{{{key}}}:released")))
+}
+
+/// Redis Cluster's rule: the part between the first `{` and the first `}`
+/// after it, when not empty, is what is hashed.
+fn has_hash_tag(key: &str) -> bool {
+    key.split_once('{')
+        .and_then(|(_, after)| after.split_once('}'))
+        .is_some_and(|(tag, _)| !tag.is_empty())
+}
+
+fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}

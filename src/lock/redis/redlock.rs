@@ -1,0 +1,247 @@
+//! Redlock: one key on N independent masters, held while a majority
+//! granted it (see the module docs of [`super`], "Redlock").
+//!
+//! Every operation goes to all masters at once (one thread per master, so a
+//! master that is down or stopped costs its timeout once, not once per
+//! master), each with the single-node retry after a broken connection.
+
+use super::connection::{run_retrying_once, Server};
+use super::errors::{Failed, Failure};
+use super::lock::{AcquireReply, Attempt, Mode, RedisLock};
+use super::options::RedisOptions;
+use super::scripts::scripts;
+use crate::error::Error;
+use redis::{Connection, ErrorKind, RedisError, RedisResult};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// One master: where it is and our connection to it.
+pub(super) struct Node {
+    pub(super) server: Server,
+    pub(super) conn: Option<Connection>,
+}
+
+impl Node {
+    pub(super) fn new(server: Server) -> Self {
+        Node { server, conn: None }
+    }
+
+    pub(super) fn address(&self) -> String {
+        let addr = self.server.client.get_connection_info().addr().to_string();
+        match self.server.db {
+            0 => addr,
+            db => format!("{addr}/{db}"),
+        }
+    }
+}
+
+/// How many masters must grant the key: a strict majority.
+pub(super) fn quorum(masters: usize) -> usize {
+    masters / 2 + 1
+}
+
+/// The clock drift allowed between masters and us over one TTL (the
+/// Redlock paper's 1 % plus 2 ms for the resolution of Redis' expiry): a
+/// hold counts as valid for TTL − drift from when the attempt was sent.
+pub(super) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// Runs `command` on every node, all at once when there are several
+/// (one scoped thread each), and returns each node's result in node order:
+/// the value and whether it ran twice. One node runs on this thread.
+pub(super) fn on_all<T: Send>(
+    nodes: &mut [Node],
+    options: &RedisOptions,
+    command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+) -> Vec<Result<(T, bool), Failure>> {
+    if let [node] = nodes {
+        return vec![run_retrying_once(
+            &mut node.conn,
+            &node.server,
+            options,
+            false,
+            command,
+        )];
+    }
+    thread::scope(|scope| {
+        let started: Vec<_> = nodes
+            .iter_mut()
+            .map(|node| {
+                thread::Builder::new()
+                    .name("cronlock-redlock".to_owned())
+                    .spawn_scoped(scope, move || {
+                        // No signal check here: the engine's interrupt flag
+                        // belongs to the PHP thread, which checks it after.
+                        run_retrying_once(&mut node.conn, &node.server, options, false, command)
+                    })
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|spawned| match spawned {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|_| Err(local_failure("its thread panicked"))),
+                Err(_) => Err(local_failure("no thread could be started for it")),
+            })
+            .collect()
+    })
+}
+
+fn local_failure(what: &'static str) -> Failure {
+    Failure::Connect(RedisError::from((ErrorKind::Io, what)))
+}
+
+/// What a majority said to a yes/no operation (renew, release, the end of
+/// a once-per window).
+pub(super) enum Verdict {
+    /// A majority said yes.
+    Yes,
+    /// So many said no that a majority can no longer say yes.
+    No,
+    /// Too few answered: these are the failures, by node index.
+    Unknown(Vec<(usize, Failure)>),
+}
+
+/// Counts the answers of [`on_all`] for an operation whose replies are
+/// `yes` or not.
+pub(super) fn verdict(
+    results: Vec<Result<(i64, bool), Failure>>,
+    yes: impl Fn(i64, bool) -> bool,
+) -> Verdict {
+    let masters = results.len();
+    let needed = quorum(masters);
+    let mut ayes = 0;
+    let mut noes = 0;
+    let mut failures = Vec::new();
+    for (index, result) in results.into_iter().enumerate() {
+        match result {
+            Ok((reply, retried)) if yes(reply, retried) => ayes += 1,
+            Ok(_) => noes += 1,
+            Err(failure) => failures.push((index, failure)),
+        }
+    }
+    if ayes >= needed {
+        Verdict::Yes
+    } else if noes > masters - needed {
+        Verdict::No
+    } else {
+        Verdict::Unknown(failures)
+    }
+}
+
+impl RedisLock {
+    /// One acquire (or confirm) on every master. Held when a majority
+    /// granted and time is left of the validity (TTL − elapsed − drift); a
+    /// take that falls short undoes its grants. Contention on a majority is
+    /// `Busy`; fewer answering masters than a majority is the error.
+    pub(super) fn attempt_on_masters(
+        &mut self,
+        token: &str,
+        mode: Mode,
+    ) -> std::result::Result<Attempt, Failed> {
+        let invocation = self.acquire_invocation(token, mode);
+        let sent = Instant::now();
+        let results = on_all(&mut self.nodes, &self.options, &|conn| {
+            invocation.invoke::<AcquireReply>(conn)
+        });
+        let elapsed = sent.elapsed();
+        let masters = results.len();
+        let needed = quorum(masters);
+        let mut granted = Vec::new();
+        let mut busy = 0;
+        let mut expires_in: Option<Duration> = None;
+        let mut window_end = 0;
+        let mut failures = Vec::new();
+        for (index, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(((1, _, _, ends), _)) => {
+                    granted.push(index);
+                    window_end = window_end.max(ends);
+                }
+                Ok(((_, pttl, holder, _), _)) => {
+                    busy += 1;
+                    if !holder.is_empty() || self.last_holder.is_none() {
+                        self.last_holder = Some(holder);
+                    }
+                    // PTTL is -1 for a key without TTL, -2 for no key.
+                    if let Ok(ms) = u64::try_from(pttl) {
+                        let pttl = Duration::from_millis(ms);
+                        expires_in = Some(expires_in.map_or(pttl, |e| e.min(pttl)));
+                    }
+                }
+                Err(failure) => failures.push((index, failure)),
+            }
+        }
+        let in_time = elapsed + drift(self.ttl) < self.ttl;
+        if granted.len() >= needed && in_time {
+            return Ok(Attempt::Ours(0, sent, window_end));
+        }
+        if mode == Mode::Confirm {
+            // Never undo our own hold: report it lost only when a majority
+            // said the key is not ours.
+            if busy > masters - needed || (granted.len() >= needed && !in_time) {
+                return Ok(Attempt::Busy(expires_in));
+            }
+            return Err(self.majority_error("acquire", &failures));
+        }
+        if !granted.is_empty() {
+            self.undo_grants(token, &granted);
+        }
+        if granted.len() + busy >= needed {
+            Ok(Attempt::Busy(expires_in))
+        } else {
+            Err(self.majority_error("acquire", &failures))
+        }
+    }
+
+    /// Best effort: deletes the key (if still ours) on the masters that
+    /// granted an attempt that did not win, so that it does not block the
+    /// next one. A master that did not answer keeps ours until its TTL.
+    fn undo_grants(&mut self, token: &str, granted: &[usize]) {
+        let mut invocation = scripts().release.prepare_invoke();
+        invocation.key(&self.key).arg(token).arg(&self.channel);
+        let mut nodes: Vec<Node> = granted
+            .iter()
+            .map(|&index| Node {
+                server: self.nodes[index].server.clone(),
+                conn: self.nodes[index].conn.take(),
+            })
+            .collect();
+        let _ = on_all(&mut nodes, &self.options, &|conn| {
+            invocation.invoke::<i64>(conn)
+        });
+        for (node, &index) in nodes.into_iter().zip(granted) {
+            self.nodes[index].conn = node.conn;
+        }
+    }
+
+    /// Too few masters answered `op`: each one's failure, in one message.
+    pub(super) fn majority_error(&self, op: &str, failures: &[(usize, Failure)]) -> Failed {
+        let masters = self.nodes.len();
+        let reasons: Vec<String> = failures
+            .iter()
+            .map(|(index, failure)| self.error(*index, op, failure).to_string())
+            .collect();
+        let message = format!(
+            "cannot {op} {}: {} of the {masters} Redis masters did not answer, and a majority \
+             ({}) must: {}",
+            self.describe(),
+            failures.len(),
+            quorum(masters),
+            reasons.join("; ")
+        );
+        let unusable = failures
+            .iter()
+            .any(|(index, failure)| matches!(self.error(*index, op, failure), Error::Lock(_)));
+        Failed {
+            error: if unusable {
+                Error::Lock(message)
+            } else {
+                Error::Connection(message)
+            },
+            transient: failures.iter().all(|(_, failure)| failure.is_transient()),
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Redis Sentinel: `redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]`
+//! (`rediss-sentinel://` for TLS to the master and the sentinels). Before
+//! every operation the sentinels are asked which address is the master now
+//! (`SENTINEL get-master-addr-by-name`, any sentinel that answers), and a
+//! new connection is opened when it moved; every new connection checks with
+//! `ROLE` that it reached a master. An old master that still takes writes
+//! after a failover is never asked again.
+
+use super::connection::{open, Server};
+use super::dsn::{parse_dsn, Secrets};
+use super::errors::describe_failure;
+use super::options::RedisOptions;
+use super::redlock::Node;
+use crate::error::{Error, Result};
+use redis::Connection;
+
+/// The default port of a sentinel.
+const SENTINEL_PORT: u16 = 26379;
+
+/// Where the sentinels are, the master's name, and how to reach the master
+/// they name.
+pub(super) struct Sentinel {
+    sentinels: Vec<Server>,
+    master: String,
+    /// `redis` or `rediss`.
+    scheme: &'static str,
+    /// `user:password@` as written in the DSN (still percent-encoded), or empty.
+    userinfo: String,
+    db: i64,
+    insecure: bool,
+    /// The connection to the sentinel that answered last, and its index.
+    conn: Option<(usize, Connection)>,
+}
+
+impl Sentinel {
+    /// `Ok(None)`: not a sentinel DSN.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$dsn` (never with the password).
+    pub(super) fn parse(dsn: &str) -> Result<Option<(Sentinel, Secrets)>> {
+        let scheme = if starts_with_ignoring_case(dsn, "redis-sentinel://") {
+            "redis"
+        } else if starts_with_ignoring_case(dsn, "rediss-sentinel://") {
+            "rediss"
+        } else {
+            return Ok(None);
+        };
+        let rest = &dsn[scheme.len() + "-sentinel://".len()..];
+        let (rest, insecure) = match rest.strip_suffix("#insecure") {
+            Some(rest) => (rest, true),
+            None => (rest, false),
+        };
+        let shape = || {
+            Error::value(
+                "$dsn",
+                format!(
+                    "must look like {scheme}-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]"
+                ),
+            )
+        };
+        let (authority, path) = rest.split_once('/').ok_or_else(shape)?;
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
+            None => (String::new(), authority),
+        };
+        let secrets = Secrets::in_dsn(&format!("redis://{userinfo}localhost"));
+        let (master, db) = match path.split_once('/') {
+            Some((master, db)) => (master, db.parse::<i64>().map_err(|_| shape())?),
+            None => (path, 0),
+        };
+        if master.is_empty() || db < 0 || hosts.is_empty() {
+            return Err(shape());
+        }
+        let mut sentinels = Vec::new();
+        for host in hosts.split(',') {
+            let has_port = match host.strip_prefix('[') {
+                Some(v6) => v6.contains("]:"),
+                None => host.contains(':'),
+            };
+            let with_port = if has_port {
+                host.to_owned()
+            } else {
+                format!("{host}:{SENTINEL_PORT}")
+            };
+            let suffix = if insecure { "/#insecure" } else { "" };
+            let (server, _) =
+                parse_dsn(&format!("{scheme}://{with_port}{suffix}")).map_err(|_| shape())?;
+            sentinels.push(server);
+        }
+        let sentinel = Sentinel {
+            sentinels,
+            master: master.to_owned(),
+            scheme,
+            userinfo,
+            db,
+            insecure,
+            conn: None,
+        };
+        // The master's DSN must parse too (credentials, TLS).
+        sentinel
+            .master_server("127.0.0.1", 6379)
+            .map_err(|err| Error::value("$dsn", secrets.scrub(err.to_string())))?;
+        Ok(Some((sentinel, secrets)))
+    }
+
+    /// A copy without the connection (for the auto-renew thread).
+    pub(super) fn fresh(&self) -> Sentinel {
+        Sentinel {
+            sentinels: self.sentinels.clone(),
+            master: self.master.clone(),
+            scheme: self.scheme,
+            userinfo: self.userinfo.clone(),
+            db: self.db,
+            insecure: self.insecure,
+            conn: None,
+        }
+    }
+
+    /// In a forked child: the connection to the sentinel is the parent's
+    /// socket; forget it without closing it.
+    pub(super) fn forget_connection(&mut self) {
+        std::mem::forget(self.conn.take());
+    }
+
+    /// `master 'mymaster' (sentinels a:26379, b:26379)` for messages.
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "master '{}' (sentinels {})",
+            crate::lock::shorten(&self.master),
+            self.addresses()
+        )
+    }
+
+    fn addresses(&self) -> String {
+        self.sentinels
+            .iter()
+            .map(|s| s.client.get_connection_info().addr().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// A placeholder for the master until the sentinels are first asked.
+    pub(super) fn first_node(&self) -> Node {
+        let server = self
+            .master_server("127.0.0.1", 6379)
+            .expect("checked by parse");
+        Node::new(server)
+    }
+
+    fn master_server(&self, host: &str, port: u16) -> Result<Server> {
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        let suffix = if self.insecure { "#insecure" } else { "" };
+        let (mut server, _) = parse_dsn(&format!(
+            "{}://{}{host}:{port}/{}{suffix}",
+            self.scheme, self.userinfo, self.db
+        ))?;
+        server.require_master = true;
+        Ok(server)
+    }
+
+    /// Points `node` at the master the sentinels name now (a new connection
+    /// when it moved). `Err`: the reason, in words, that no sentinel named
+    /// one.
+    pub(super) fn follow(
+        &mut self,
+        node: &mut Node,
+        options: &RedisOptions,
+    ) -> std::result::Result<(), String> {
+        let count = self.sentinels.len();
+        let first = self.conn.as_ref().map_or(0, |(index, _)| *index);
+        let mut reasons = Vec::new();
+        for step in 0..count {
+            let index = (first + step) % count;
+            let mut conn = match self.conn.take() {
+                Some((at, conn)) if at == index => conn,
+                _ => match open(&self.sentinels[index], options) {
+                    Ok(conn) => conn,
+                    Err(err) => {
+                        reasons.push(format!(
+                            "{}: {}",
+                            self.sentinels[index].client.get_connection_info().addr(),
+                            describe_failure(&err)
+                        ));
+                        continue;
+                    }
+                },
+            };
+            let reply = redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(&self.master)
+                .query::<Option<(String, u16)>>(&mut conn);
+            let addr = self.sentinels[index]
+                .client
+                .get_connection_info()
+                .addr()
+                .to_string();
+            match reply {
+                Ok(Some((host, port))) => {
+                    self.conn = Some((index, conn));
+                    let current = node.server.client.get_connection_info().addr().to_string();
+                    let named = if host.contains(':') {
+                        format!("[{host}]:{port}")
+                    } else {
+                        format!("{host}:{port}")
+                    };
+                    if current != named {
+                        node.server = self.master_server(&host, port).map_err(|e| e.to_string())?;
+                        node.conn = None;
+                    }
+                    return Ok(());
+                }
+                Ok(None) => {
+                    self.conn = Some((index, conn));
+                    reasons.push(format!("{addr}: knows no master of that name"));
+                }
+                Err(err) => reasons.push(format!("{addr}: {}", describe_failure(&err))),
+            }
+        }
+        Err(format!(
+            "no sentinel named the {}: {}",
+            self.describe(),
+            reasons.join("; ")
+        ))
+    }
+}
+
+fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}
