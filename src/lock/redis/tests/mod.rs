@@ -961,8 +961,14 @@ fn once_per_window_leaves_the_key_to_expire_at_the_windows_end() {
         "taken in the next window"
     );
     assert_eq!(b.fencing_token(), Some(2));
-    assert_eq!(b.release(), Ok(true), "a plain release still deletes");
-    assert_eq!(get(&mut raw, "job"), None);
+    let token = b.token().unwrap().to_owned();
+    assert_eq!(b.release(), Ok(true));
+    assert_eq!(
+        get(&mut raw, "job").as_deref(),
+        Some(token.as_str()),
+        "a hold taken in a window is released by leaving it to the window's end"
+    );
+    assert_eq!(pexpiretime(&mut raw, "job") % 3_000, 0);
 }
 
 #[test]
