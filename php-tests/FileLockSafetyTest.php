@@ -184,6 +184,7 @@ final class FileLockSafetyTest extends TestCase
         };
         if ($mode === 'guard') {
             ini_set('cronlock.lock_dir', $dir);
+            putenv("CRONLOCK_LOCK_DIR=$dir"); // cronlock/polyfill's stand-in for the ini
             try {
                 cron_guard(static fn () => null, 'data');
                 self::assertStringStartsWith('cronlock pid=', (string) file_get_contents($path));
@@ -191,6 +192,7 @@ final class FileLockSafetyTest extends TestCase
                 cron_guard(static fn () => null, 'data');
             } finally {
                 ini_restore('cronlock.lock_dir');
+                putenv('CRONLOCK_LOCK_DIR');
             }
         } else {
             $lock = new File($path);
