@@ -164,6 +164,7 @@ final class File implements Lock, \Serializable
         return true;
     }
 
+    /** Local and cheap, no system call: what this object believes (D4); renew() checks the path. */
     public function isHeld(): bool
     {
         return $this->heldBy !== null && $this->heldBy === Process::pid();

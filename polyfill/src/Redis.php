@@ -346,6 +346,7 @@ return -1
         return (int) $reply === 1 || ((int) $reply === -1 && $retried);
     }
 
+    /** Local and cheap, no round trip: what this object believes (D4); renew() or acquire() ask the server. */
     public function isHeld(): bool
     {
         if ($this->hold === null || $this->ownerPid !== Process::pid()) {
