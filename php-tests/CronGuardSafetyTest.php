@@ -37,11 +37,13 @@ final class CronGuardSafetyTest extends TestCase
         $this->lockDir = $this->makeTempDir('guard-safety');
         $this->savedLockDir = ini_get('cronlock.lock_dir');
         ini_set('cronlock.lock_dir', $this->lockDir);
+        putenv("CRONLOCK_LOCK_DIR={$this->lockDir}"); // cronlock/polyfill's stand-in for the ini
     }
 
     protected function tearDown(): void
     {
         ini_set('cronlock.lock_dir', (string) $this->savedLockDir);
+        putenv('CRONLOCK_LOCK_DIR');
         $this->restoreErrorLog();
         $this->reapCommands();
         $this->removeTempDirs();
@@ -51,8 +53,9 @@ final class CronGuardSafetyTest extends TestCase
     private function prelude(): string
     {
         return 'ini_set("cronlock.lock_dir", ' . var_export($this->lockDir, true) . ");\n"
+            . 'putenv("CRONLOCK_LOCK_DIR=" . ' . var_export($this->lockDir, true) . ");\n"
             . "ini_set('display_errors', 'stderr');\n"
-            . 'function lock_is_free(string $name): bool { $p = new \CronLock\File(ini_get("cronlock.lock_dir") . "/$name.lock");'
+            . 'function lock_is_free(string $name): bool { $p = new \CronLock\File(getenv("CRONLOCK_LOCK_DIR") . "/$name.lock");'
             . ' if (!$p->acquire(0)) { return false; } $p->release(); return true; }' . "\n";
     }
 
@@ -319,6 +322,7 @@ final class CronGuardSafetyTest extends TestCase
         self::requireRootAndRunuser();
         $name = 'safety-' . getmypid() . '-' . bin2hex(random_bytes(3));
         ini_set('cronlock.lock_dir', '');
+        putenv('CRONLOCK_LOCK_DIR');
         $path = cron_guard(function (Guard $g) use ($name) {
             $path = $g->lock()->path();
             // nobody tries to hold root's lock (flock works on a read-only fd)

@@ -150,9 +150,16 @@ final class FileLockSafetyTest extends TestCase
                 self::assertStringContainsString("a $class cannot be serialized", $e->getMessage());
             }
         }
-        $this->expectException(\Error::class);
-        $this->expectExceptionMessage('Trying to clone an uncloneable object of class CronLock\File');
-        $copy = clone $lock;
+        self::assertTrue($lock->acquire(0));
+        try {
+            $copy = clone $lock;
+            self::fail('clone must throw');
+        } catch (\Error $e) {
+            self::assertSame('Trying to clone an uncloneable object of class CronLock\File', $e->getMessage());
+        }
+        self::assertTrue($lock->isHeld());
+        self::assertSame(1, $this->runCommand([self::FLOCK, '-n', $lock->path(), 'true'])[0], 'the refused copy released nothing');
+        self::assertTrue($lock->release());
     }
 
     // ---------------------------------------------- the holder line, user data
@@ -184,6 +191,7 @@ final class FileLockSafetyTest extends TestCase
         };
         if ($mode === 'guard') {
             ini_set('cronlock.lock_dir', $dir);
+            putenv("CRONLOCK_LOCK_DIR=$dir"); // cronlock/polyfill's stand-in for the ini
             try {
                 cron_guard(static fn () => null, 'data');
                 self::assertStringStartsWith('cronlock pid=', (string) file_get_contents($path));
@@ -191,6 +199,7 @@ final class FileLockSafetyTest extends TestCase
                 cron_guard(static fn () => null, 'data');
             } finally {
                 ini_restore('cronlock.lock_dir');
+                putenv('CRONLOCK_LOCK_DIR');
             }
         } else {
             $lock = new File($path);

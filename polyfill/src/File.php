@@ -13,7 +13,7 @@ use CronLock\Polyfill\Registry;
  * same file. What userland cannot do like the extension is listed in the
  * README ("cronlock/polyfill: what differs").
  */
-final class File implements Lock
+final class File implements Lock, \Serializable
 {
     /** Size of the holder record, as the extension writes it. */
     const RECORD_LEN = 128;
@@ -37,8 +37,6 @@ final class File implements Lock
     private $openedBy = 0;
     /** @var int|null pid that holds the lock through this object */
     private $heldBy;
-    /** @var bool the file is known to hold our record (or was empty) */
-    private $recordIsOurs = false;
 
     /**
      * @param string $path the lock file; a relative path is resolved against the
@@ -166,6 +164,7 @@ final class File implements Lock
         return true;
     }
 
+    /** Local and cheap, no system call: what this object believes (D4); renew() checks the path. */
     public function isHeld(): bool
     {
         return $this->heldBy !== null && $this->heldBy === Process::pid();
@@ -222,6 +221,9 @@ final class File implements Lock
 
     public function __clone()
     {
+        // The refused copy is destroyed at once: it must not unlock the original's hold.
+        $this->heldBy = null;
+        $this->handle = null;
         throw new \Error('Trying to clone an uncloneable object of class CronLock\File');
     }
 
@@ -241,6 +243,18 @@ final class File implements Lock
     }
 
     public function __unserialize(array $data)
+    {
+        throw self::notSerializable();
+    }
+
+    /** \Serializable: PHP 7.1-7.3, and the C: format of unserialize(). */
+    public function serialize()
+    {
+        throw self::notSerializable();
+    }
+
+    /** @param string $data */
+    public function unserialize($data)
     {
         throw self::notSerializable();
     }
@@ -294,31 +308,41 @@ final class File implements Lock
         $this->handle = $opened['handle'];
         $this->id = $opened['id'];
         $this->openedBy = Process::pid();
-        $this->recordIsOurs = false;
     }
 
-    /** Best effort, as in the extension: a full disk must not turn a held lock into an error. */
+    /**
+     * Best effort, as in the extension: a full disk must not turn a held lock
+     * into an error. Written only into a file that, now, is empty or holds
+     * exactly one holder line: whatever was written into it since (in place,
+     * by anyone) is never overwritten.
+     */
     private function writeRecord()
     {
-        if ($this->shared || !$this->id['writable']) {
+        if ($this->shared || !$this->id['writable'] || !$this->holdsOnlyARecordOrNothing()) {
             return;
-        }
-        if (!$this->recordIsOurs) {
-            $st = fstat($this->handle);
-            $size = $st === false ? -1 : $st['size'];
-            if ($size === 0) {
-                $this->recordIsOurs = true;
-            } elseif ($size === self::RECORD_LEN) {
-                fseek($this->handle, 0);
-                $this->recordIsOurs = fread($this->handle, strlen(self::RECORD_MAGIC)) === self::RECORD_MAGIC;
-            }
-            if (!$this->recordIsOurs) {
-                return;
-            }
         }
         fseek($this->handle, 0);
         @fwrite($this->handle, self::record(Process::pid(), Process::hostname(), time()));
         fflush($this->handle);
+    }
+
+    private function holdsOnlyARecordOrNothing(): bool
+    {
+        clearstatcache(true, $this->path);
+        $st = fstat($this->handle);
+        if ($st === false) {
+            return false;
+        }
+        if ($st['size'] === 0) {
+            return true;
+        }
+        if ($st['size'] !== self::RECORD_LEN || fseek($this->handle, 0) !== 0) {
+            return false;
+        }
+        $record = fread($this->handle, self::RECORD_LEN);
+        return is_string($record) && strlen($record) === self::RECORD_LEN
+            && strncmp($record, self::RECORD_MAGIC, strlen(self::RECORD_MAGIC)) === 0
+            && strpos($record, "\n") === self::RECORD_LEN - 1;
     }
 
     /** `cronlock pid=4242 host=web1 since=2026-11-30T14:50:00Z`, space-padded to 128 bytes with a final newline. */

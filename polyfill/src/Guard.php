@@ -3,7 +3,7 @@
 namespace CronLock;
 
 /** Handed to the job by cron_guard(). */
-final class Guard
+final class Guard implements \Serializable
 {
     /** @var Lock */
     private $lock;
@@ -48,5 +48,42 @@ final class Guard
     public function __clone()
     {
         throw new \Error('Trying to clone an uncloneable object of class CronLock\Guard');
+    }
+
+    public function __sleep()
+    {
+        throw self::notSerializable();
+    }
+
+    public function __wakeup()
+    {
+        throw self::notSerializable();
+    }
+
+    public function __serialize(): array
+    {
+        throw self::notSerializable();
+    }
+
+    public function __unserialize(array $data)
+    {
+        throw self::notSerializable();
+    }
+
+    /** \Serializable: PHP 7.1-7.3, and the C: format of unserialize(). */
+    public function serialize()
+    {
+        throw self::notSerializable();
+    }
+
+    /** @param string $data */
+    public function unserialize($data)
+    {
+        throw self::notSerializable();
+    }
+
+    private static function notSerializable(): LockException
+    {
+        return new LockException('a CronLock\Guard cannot be serialized: a lock belongs to the process that holds it');
     }
 }

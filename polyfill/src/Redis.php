@@ -17,17 +17,18 @@ use CronLock\Polyfill\Renewer;
  * `<key>:fence` is INCRed by every acquire, `<key>:released` is published
  * on release. Through phpredis when loaded, else predis.
  */
-final class Redis implements Lock
+final class Redis implements Lock, \Serializable
 {
     const MAX_TTL = 315360000.0; // 10 years, as in the extension
     const MAX_TIMEOUT = 86400.0;
     /** Longest pause between two tries of a wait (waiters poll; see the README). */
     const MAX_POLL = 0.05;
 
-    // Byte for byte the extension's scripts (src/lock/redis.rs).
+    // Byte for byte the extension's scripts (src/lock/redis/scripts.rs).
     const ACQUIRE_LUA = "
--- KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl in ms
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- KEYS[1] lock key, KEYS[2] fence counter
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] '1': only confirm a hold we have
+if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' then
     -- do not leave behind a lock the caller will never know it holds
@@ -36,8 +37,15 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   return {1, fence, ''}
 end
--- busy: when it expires at the latest, and who holds it (for the log line)
 local holder = redis.pcall('GET', KEYS[1])
+if holder == ARGV[1] then
+  -- Ours already: a hold being confirmed, or a retry whose first reply was
+  -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local fence = tonumber(redis.pcall('GET', KEYS[2]))
+  return {1, fence or 0, ''}
+end
+-- busy: when it expires at the latest, and who holds it (for the log line)
 if type(holder) ~= 'string' then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 ";
@@ -52,14 +60,25 @@ return 0
 
     const RELEASE_LUA = "
 -- KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- 1: deleted; 0: someone else's value; -1: no key at all
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
   redis.call('DEL', KEYS[1])
   -- pcall: a user without channel rights may still release
   redis.pcall('PUBLISH', ARGV[2], '')
   return 1
 end
-return 0
+if holder then
+  return 0
+end
+return -1
 ";
+
+    /** Shortest and longest pause of a waiter whose server fails, as in the extension. */
+    const RECONNECT_BACKOFF_MIN = 0.02;
+    const RECONNECT_BACKOFF_MAX = 0.1;
+    /** Longest single pause of a waiter, so that pending signal handlers run (D9). */
+    const INTERRUPT_CHECK_INTERVAL = 0.1;
 
     /** @var RedisDsn|null */
     private $dsn;
@@ -132,7 +151,14 @@ return 0
         $this->dsn = $parsed;
     }
 
-    /** One round trip per try: SET NX PX and the fencing INCR in one script. @throws ConnectionException */
+    /**
+     * One round trip per try: SET NX PX and the fencing INCR in one script.
+     * On a held lock, one token-checked round trip that extends the TTL
+     * (decision D1). A waiter rides out a server that cannot be reached or
+     * stops answering until its deadline; then that failure is thrown.
+     *
+     * @throws ConnectionException
+     */
     public function acquire(float $timeout = 0.0): bool
     {
         Args::timeout($timeout);
@@ -141,65 +167,125 @@ return 0
         Registry::noteRefusal($owner, null);
         if ($this->hold !== null) {
             if ($this->isHeld()) {
-                // Check-and-extend (decision D1): one token-checked PEXPIRE to the lock's TTL.
-                return $this->renew();
+                return $this->confirmHold();
             }
             $this->forgetHold();
         }
+        if (Registry::heldByOther($this->lockId(), $owner, false) !== null) {
+            if ($timeout != 0) {
+                throw Registry::deadlock($this->describe(), 'CronLock\Redis');
+            }
+            Registry::noteRefusal($owner, 'self');
+            return false;
+        }
         $token = bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
         if ($timeout == 0) {
-            return $this->tryToLock($timeout, $owner, $token);
+            try {
+                $attempt = $this->attempt($token, false);
+            } catch (RedisFailure $f) {
+                throw $this->failure('acquire', $f);
+            }
+            return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2]) : false;
         }
         return Process::watchingSignals(function () use ($timeout, $owner, $token) {
-            return $this->tryToLock($timeout, $owner, $token);
+            return $this->waitFor($timeout, $owner, $token);
         });
     }
 
-    /** The tries of one acquire(): the acquire script, then pauses until the deadline. */
-    private function tryToLock(float $timeout, string $owner, string $token): bool
+    /** The tries of a waiting acquire(): the acquire script, then pauses until the deadline. */
+    private function waitFor(float $timeout, string $owner, string $token): bool
     {
         $deadline = $timeout > 0 && is_finite($timeout) ? microtime(true) + $timeout : null;
-        $forever = $timeout < 0 || is_infinite($timeout);
         $pause = 0.002;
+        $backoff = self::RECONNECT_BACKOFF_MIN;
         while (true) {
-            if (Registry::heldByOther($this->lockId(), $owner, false) !== null) {
-                if ($timeout != 0) {
-                    throw Registry::deadlock("redis key '" . Args::cut($this->key) . "'", 'CronLock\Redis');
+            $started = microtime(true);
+            try {
+                $attempt = $this->attempt($token, false, true);
+            } catch (RedisFailure $f) {
+                if (Process::signalled()) {
+                    // a handler ran while the read blocked: not a failure (D9)
+                    Registry::noteRefusal($owner, 'signal');
+                    return false;
                 }
-                Registry::noteRefusal($owner, 'self');
-                return false;
-            }
-            $sent = microtime(true);
-            $reply = $this->run(self::ACQUIRE_LUA, [$this->key, $this->key . ':fence'], [$token, $this->ttlMs($this->ttl)]);
-            if (!is_array($reply) || count($reply) < 3) {
-                throw new LockException(sprintf('Redis at %s failed: unexpected reply to the acquire script', $this->dsn->address()));
-            }
-            if ((int) $reply[0] === 1) {
-                $this->hold = ['token' => $token, 'fence' => (int) $reply[1], 'validUntil' => $sent + $this->ttl, 'lost' => false];
-                Registry::hold($this->lockId(), $owner, false, $this->autoRenew ? INF : $sent + $this->ttl);
-                if ($this->autoRenew) {
-                    $this->startRenewing($token);
+                // A restart, failover or pause: ride it out until the deadline.
+                if (!$f->transient() || ($deadline !== null && microtime(true) >= $deadline)) {
+                    throw $this->failure('acquire', $f);
                 }
-                return true;
+                $attempt = null;
+                $nap = max(0.0, $backoff - (microtime(true) - $started));
+                $backoff = min($backoff * 2, self::RECONNECT_BACKOFF_MAX);
             }
-            $this->lastHolder = (string) $reply[2];
-            $expiresIn = (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null;
-            if (!$forever && ($deadline === null || microtime(true) >= $deadline)) {
-                return false;
+            if ($attempt !== null) {
+                if ($attempt[0]) {
+                    return $this->startHold($token, $attempt[1], $attempt[2]);
+                }
+                if ($deadline !== null && microtime(true) >= $deadline) {
+                    return false;
+                }
+                $backoff = self::RECONNECT_BACKOFF_MIN;
+                $nap = $attempt[1] === null ? $pause : min($pause, $attempt[1]);
+                $pause = min($pause * 2, self::MAX_POLL);
             }
-            $nap = $pause;
             if ($deadline !== null) {
                 $nap = min($nap, $deadline - microtime(true));
             }
-            if ($expiresIn !== null) {
-                $nap = min($nap, $expiresIn);
-            }
-            if (Process::nap(max(0.001, $nap))) {
+            if (Process::nap(min(max(0.001, $nap), self::INTERRUPT_CHECK_INTERVAL))) {
                 Registry::noteRefusal($owner, 'signal');
                 return false;
             }
-            $pause = min($pause * 2, self::MAX_POLL);
         }
+    }
+
+    /**
+     * One run of the acquire script (retried once on a broken connection: it
+     * is idempotent for a given token).
+     *
+     * @return array{0: bool, 1: int|float|null, 2: float} [true, fence, sent] when the key holds
+     *         our token; [false, seconds until it expires or null, sent] when busy
+     * @throws RedisFailure
+     */
+    private function attempt(string $token, bool $confirm, bool $inWait = false): array
+    {
+        $sent = microtime(true);
+        list($reply) = $this->run(self::ACQUIRE_LUA, [$this->key, $this->key . ':fence'], [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
+        if (!is_array($reply) || count($reply) < 3) {
+            throw new RedisFailure(RedisFailure::REPLY, 'unexpected reply to the acquire script');
+        }
+        if ((int) $reply[0] === 1) {
+            return [true, (int) $reply[1], $sent];
+        }
+        $this->lastHolder = (string) $reply[2];
+        // PTTL is -1 for a key without TTL, -2 for no key.
+        return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent];
+    }
+
+    /** D1: acquire() on a held lock asks the server and extends the TTL; false drops the hold. */
+    private function confirmHold(): bool
+    {
+        try {
+            $attempt = $this->attempt($this->hold['token'], true);
+        } catch (RedisFailure $f) {
+            throw $this->failure('acquire', $f);
+        }
+        if (!$attempt[0]) {
+            $this->forgetHold();
+            return false;
+        }
+        $this->hold['validUntil'] = max($this->hold['validUntil'], $attempt[2] + $this->ttl);
+        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->hold['validUntil']);
+        return true;
+    }
+
+    /** Records a fresh hold: the key holds $token since after $sent. */
+    private function startHold(string $token, int $fence, float $sent): bool
+    {
+        $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'lost' => false];
+        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $sent + $this->ttl);
+        if ($this->autoRenew) {
+            $this->startRenewing($token);
+        }
+        return true;
     }
 
     /** Token-checked PEXPIRE; false (and not held) when the key is no longer ours. @throws ConnectionException */
@@ -216,7 +302,12 @@ return 0
             return false;
         }
         $sent = microtime(true);
-        $renewed = (int) $this->run(self::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl)]) === 1;
+        try {
+            list($reply) = $this->run(self::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl)]);
+        } catch (RedisFailure $f) {
+            throw $this->failure('renew', $f); // still held until its TTL runs out
+        }
+        $renewed = (int) $reply === 1;
         if (!$renewed) {
             $this->forgetHold();
             return false;
@@ -239,9 +330,23 @@ return 0
         if (!$valid) {
             return false; // lost, or past its TTL unrenewed: not ours to delete any more
         }
-        return (int) $this->run(self::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']) === 1;
+        return $this->deleteIfOurs($token);
     }
 
+    /** @throws LockException */
+    private function deleteIfOurs(string $token): bool
+    {
+        try {
+            list($reply, $retried) = $this->run(self::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+        } catch (RedisFailure $f) {
+            throw $this->failure('release', $f); // not held any more; the key expires by its TTL
+        }
+        // -1, no key at all, after a broken connection: most likely our
+        // first try deleted it and its reply was lost; nobody else holds it.
+        return (int) $reply === 1 || ((int) $reply === -1 && $retried);
+    }
+
+    /** Local and cheap, no round trip: what this object believes (D4); renew() or acquire() ask the server. */
     public function isHeld(): bool
     {
         if ($this->hold === null || $this->ownerPid !== Process::pid()) {
@@ -292,6 +397,11 @@ return 0
 
     public function __clone()
     {
+        // The refused copy is destroyed at once: it must not release the
+        // original's key nor close its connection or renewer.
+        $this->hold = null;
+        $this->client = null;
+        $this->renewer = null;
         throw new \Error('Trying to clone an uncloneable object of class CronLock\Redis');
     }
 
@@ -311,6 +421,18 @@ return 0
     }
 
     public function __unserialize(array $data)
+    {
+        throw self::notSerializable();
+    }
+
+    /** \Serializable: PHP 7.1-7.3, and the C: format of unserialize(). */
+    public function serialize()
+    {
+        throw self::notSerializable();
+    }
+
+    /** @param string $data */
+    public function unserialize($data)
     {
         throw self::notSerializable();
     }
@@ -363,47 +485,66 @@ return 0
         return max(1, (int) ceil($ttl * 1000));
     }
 
-    /**
-     * Runs a script on this lock's connection, opening it if needed. A
-     * connection that was already open and breaks (not a timeout) is
-     * reopened once: it may be stale, e.g. after a fork child closed its
-     * copy of a TLS session. Every script is safe to run twice.
-     *
-     * @return mixed
-     */
-    private function run(string $lua, array $keys, array $args)
+    /** `redis key '<key>' at <address>[/db]` for messages and the busy line, the key cut to 200 characters. */
+    private function describe(): string
     {
-        $fresh = false;
-        for ($attempt = 0; ; $attempt++) {
+        return sprintf("redis key '%s' at %s%s", Args::cut($this->key), $this->dsn->address(), $this->dsn->db === 0 ? '' : '/' . $this->dsn->db);
+    }
+
+    /**
+     * Runs a script on this lock's connection, opening it if needed, and
+     * once more on a new connection when it failed by I/O (an idle
+     * connection the server or a firewall dropped, a reset, a timeout, a
+     * fork child that closed its copy of a TLS session): every script is
+     * safe to run twice. An error reply is not retried, nor, in a wait
+     * ($inWait), a failed read during which a signal handler ran: the waiter
+     * returns to PHP at once.
+     *
+     * @return array{0: mixed, 1: bool} the reply, and whether it ran twice
+     * @throws RedisFailure
+     */
+    private function run(string $lua, array $keys, array $args, bool $inWait = false): array
+    {
+        $retried = false;
+        while (true) {
+            if ($this->client === null) {
+                $this->client = RedisClient::open($this->dsn, $this->connectTimeout, $this->readTimeout);
+            }
             try {
-                if ($this->client === null) {
-                    $fresh = true;
-                    $this->client = RedisClient::open($this->dsn, $this->connectTimeout, $this->readTimeout);
-                }
-                return $this->client->script($lua, $keys, $args);
+                return [$this->client->script($lua, $keys, $args), $retried];
             } catch (RedisFailure $f) {
-                if ($f->kind !== RedisFailure::REPLY && $this->client !== null) {
+                if ($f->kind !== RedisFailure::REPLY) {
+                    // after a timeout or I/O error its replies may be out of step
                     $this->client->close();
                     $this->client = null;
                 }
-                if ($f->kind === RedisFailure::IO && !$f->timedOut && !$fresh && $attempt === 0) {
-                    continue;
+                if ($f->kind !== RedisFailure::IO || $retried || ($inWait && Process::signalled())) {
+                    throw $f;
                 }
-                throw $this->failure($f);
+                $retried = true;
             }
         }
     }
 
-    private function failure(RedisFailure $f): LockException
+    /** The failure of $op ('acquire', 'renew', 'release') in words (decision D6), never with the password. */
+    private function failure(string $op, RedisFailure $f): LockException
     {
         $address = $this->dsn->address();
-        $message = $f->kind === RedisFailure::CONNECT
-            ? "cannot connect to Redis at $address: " . $f->getMessage()
-            : "Redis at $address failed: " . $f->getMessage();
+        $key = Args::cut($this->key);
+        if ($f->kind === RedisFailure::CONNECT) {
+            $message = sprintf("cannot connect to Redis at %s to %s key '%s': %s", $address, $op, $key, $f->timedOut
+                ? sprintf('no answer within %d ms', (int) round($this->connectTimeout * 1000)) : $f->describe());
+        } elseif ($f->kind === RedisFailure::IO && $f->timedOut) {
+            $message = sprintf("Redis at %s gave no answer within %d ms to %s key '%s'", $address, (int) round($this->readTimeout * 1000), $op, $key);
+        } elseif ($f->kind === RedisFailure::IO) {
+            $message = sprintf("lost the connection to Redis at %s while trying to %s key '%s': %s", $address, $op, $key, $f->describe());
+        } else {
+            $message = sprintf("Redis at %s refused to %s key '%s': %s", $address, $op, $key, $f->describe());
+        }
         if ($this->dsn->password !== null && $this->dsn->password !== '') {
             $message = str_replace([$this->dsn->password, rawurlencode($this->dsn->password)], '***', $message);
         }
-        return $f->kind === RedisFailure::REPLY ? new LockException($message) : new ConnectionException($message);
+        return $f->makesLockUnusable() ? new LockException($message) : new ConnectionException($message);
     }
 
     private function startRenewing(string $token)
@@ -424,7 +565,7 @@ return 0
         } catch (LockException $e) {
             try {
                 $this->run(self::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
-            } catch (LockException $ignored) {
+            } catch (RedisFailure $ignored) {
                 // best effort: otherwise the key stays until its TTL
             }
             $this->forgetHold();

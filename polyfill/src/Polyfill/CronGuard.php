@@ -19,6 +19,8 @@ final class CronGuard
 {
     /** @var array<string, Lock> locks taken by running cron_guard() calls, released at shutdown */
     private static $active = [];
+    /** @var int numbers the slots of $active: guards may end in any order (Fibers) */
+    private static $slots = 0;
 
     /** @return mixed */
     public static function run(callable $job, $lock, array $options)
@@ -65,7 +67,7 @@ final class CronGuard
 
         $slot = null;
         if (!$alreadyHeld) {
-            $slot = spl_object_hash($lock) . ':' . count(self::$active);
+            $slot = 'guard ' . ++self::$slots;
             self::$active[$slot] = $lock;
         }
         try {
@@ -182,7 +184,9 @@ final class CronGuard
             return Args::cut($lock->path());
         }
         if ($lock instanceof Redis) {
-            return "redis key '" . Args::cut($lock->key()) . "'";
+            return \Closure::bind(function () {
+                return $this->describe();
+            }, $lock, Redis::class)();
         }
         return get_class($lock);
     }

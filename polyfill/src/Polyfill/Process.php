@@ -120,6 +120,15 @@ final class Process
         return $interrupted || self::$signalsSeen !== self::$watchStart;
     }
 
+    /** Runs pending pcntl handlers; true when a handler ran since the watch began (see watchingSignals()). */
+    public static function signalled(): bool
+    {
+        if (function_exists('pcntl_signal_dispatch')) {
+            pcntl_signal_dispatch();
+        }
+        return self::$signalsSeen !== self::$watchStart;
+    }
+
     public static function alive(int $pid): bool
     {
         if ($pid <= 0) {

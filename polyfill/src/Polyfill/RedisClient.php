@@ -78,23 +78,99 @@ abstract class RedisClient
     }
 }
 
-/** @internal */
+/**
+ * A failure of one step: connect (reaching the server, AUTH, SELECT), io (no
+ * answer in time, a broken connection) or reply (an error reply). The
+ * message is the OS reason or the server's reply as the client gave it.
+ *
+ * @internal
+ */
 final class RedisFailure extends \Exception
 {
     const CONNECT = 'connect';
     const IO = 'io';
     const REPLY = 'reply';
 
+    /** Server replies that say "not now": a waiter retries them (as the extension does). */
+    const TRANSIENT_CODES = ['LOADING', 'BUSY', 'TRYAGAIN', 'MASTERDOWN'];
+    /** Server replies that say the lock cannot work with this key or server: LockException. */
+    const UNUSABLE_CODES = ['ERR', 'EXECABORT', 'CROSSSLOT', 'WRONGTYPE'];
+
     /** @var string */
     public $kind;
     /** @var bool no answer in time (as opposed to a broken connection) */
     public $timedOut;
+    /** @var string|null the server's error code ("OOM", "NOPERM", ...); null for an OS failure */
+    public $code;
+    /** @var string what follows the code */
+    private $detail = '';
 
     public function __construct(string $kind, string $message, bool $timedOut = false)
     {
         parent::__construct($message);
         $this->kind = $kind;
         $this->timedOut = $timedOut;
+        if ($kind !== self::IO && preg_match('/^([A-Z][A-Z0-9_]+)(?:\s+(.*))?$/s', trim($message), $m)) {
+            $this->code = $m[1];
+            $this->detail = isset($m[2]) ? trim($m[2]) : '';
+        }
+    }
+
+    /** Whether a waiter should try again: unreachable, broken, timed out, or "not now". */
+    public function transient(): bool
+    {
+        return $this->code === null ? $this->kind !== self::REPLY : in_array($this->code, self::TRANSIENT_CODES, true);
+    }
+
+    public function makesLockUnusable(): bool
+    {
+        return $this->kind === self::REPLY && ($this->code === null || in_array($this->code, self::UNUSABLE_CODES, true));
+    }
+
+    /** What went wrong, in words: the OS reason, or the reply with the common codes explained (D6). */
+    public function describe(): string
+    {
+        if ($this->code === null) {
+            $text = trim($this->getMessage());
+            // phpredis and predis name a connection the server closed so
+            if ($this->kind === self::IO && preg_match('/^(Connection lost|read error on connection|socket error on read|Error while reading line from the server|Connection closed)/i', $text)) {
+                return 'the server closed the connection';
+            }
+            return $text;
+        }
+        $detail = $this->detail;
+        $with = function (string $words) use ($detail) {
+            return $detail === '' ? $words : "$words ($detail)";
+        };
+        switch ($this->code) {
+            case 'OOM':
+                return 'out of memory (maxmemory reached)';
+            case 'NOPERM':
+                return $with('permission denied by ACL');
+            case 'READONLY':
+                return 'it is a read-only replica';
+            case 'WRONGPASS':
+                return 'wrong user name or password (or the user is disabled)';
+            case 'NOAUTH':
+                return 'it requires a password, and the DSN has none';
+            case 'LOADING':
+                return 'it is still loading its data set';
+            case 'BUSY':
+                return 'it is busy running a script';
+            case 'MASTERDOWN':
+                return 'it is a replica that lost its master';
+            case 'MOVED':
+            case 'ASK':
+            case 'CLUSTERDOWN':
+            case 'CROSSSLOT':
+            case 'TRYAGAIN':
+                return 'it is a Redis Cluster node, and cluster mode is not supported';
+            case 'WRONGTYPE':
+                return 'the key holds a value of another type';
+            case 'ERR':
+                return $detail !== '' ? $detail : 'err';
+        }
+        return $with(strtolower($this->code));
     }
 }
 
@@ -138,9 +214,7 @@ final class PhpRedisClient extends RedisClient
             }
             $r->setOption(\Redis::OPT_READ_TIMEOUT, (string) $this->readTimeout);
         } catch (\RedisException $e) {
-            $why = $this->timedOut($started, $this->connectTimeout)
-                ? sprintf('no answer within %d ms', $this->connectTimeout * 1000) : $e->getMessage();
-            throw new RedisFailure(RedisFailure::CONNECT, $why);
+            throw new RedisFailure(RedisFailure::CONNECT, $e->getMessage(), $this->timedOut($started, $this->connectTimeout));
         }
         $this->redis = $r;
     }
@@ -164,9 +238,11 @@ final class PhpRedisClient extends RedisClient
             }
             return $reply;
         } catch (\RedisException $e) {
-            $late = $this->timedOut($started, $this->readTimeout);
-            $why = $late ? sprintf('no answer within %d ms', $this->readTimeout * 1000) : $e->getMessage();
-            throw new RedisFailure(RedisFailure::IO, $why, $late);
+            // phpredis throws some error replies too ("OOM command not allowed ...")
+            if (preg_match('/^[A-Z][A-Z0-9_]+ /', $e->getMessage())) {
+                throw new RedisFailure(RedisFailure::REPLY, $e->getMessage());
+            }
+            throw new RedisFailure(RedisFailure::IO, $e->getMessage(), $this->timedOut($started, $this->readTimeout));
         }
     }
 
@@ -225,9 +301,7 @@ final class PredisClient extends RedisClient
             stream_set_timeout($stream, $secs, (int) (($this->readTimeout - $secs) * 1e6));
         } catch (\Predis\PredisException $e) {
             $this->client = null;
-            $why = $this->timedOut($started, $this->connectTimeout)
-                ? sprintf('no answer within %d ms', $this->connectTimeout * 1000) : self::reason($e);
-            throw new RedisFailure(RedisFailure::CONNECT, $why);
+            throw new RedisFailure(RedisFailure::CONNECT, self::reason($e), $this->timedOut($started, $this->connectTimeout));
         } catch (RedisFailure $e) {
             $this->client = null;
             throw $e;
@@ -261,9 +335,7 @@ final class PredisClient extends RedisClient
             }
             return $reply;
         } catch (\Predis\PredisException $e) {
-            $late = $this->timedOut($started, $this->readTimeout);
-            $why = $late ? sprintf('no answer within %d ms', $this->readTimeout * 1000) : self::reason($e);
-            throw new RedisFailure(RedisFailure::IO, $why, $late);
+            throw new RedisFailure(RedisFailure::IO, self::reason($e), $this->timedOut($started, $this->readTimeout));
         }
     }
 
