@@ -105,6 +105,7 @@ pub(super) fn describe_failure(err: &RedisError) -> String {
         (_, Some("CLUSTERDOWN")) => with_detail("the cluster is down"),
         (_, Some("CROSSSLOT")) => with_detail("the keys are in different cluster slots"),
         (_, Some("TRYAGAIN")) => with_detail("the cluster is moving the key's slot"),
+        (_, Some("WRONGTYPE")) if detail.starts_with("the key holds a ") => detail.to_owned(),
         (_, Some("WRONGTYPE")) => "the key holds a value of another type".to_owned(),
         (_, Some("ERR")) if !detail.is_empty() => detail.to_owned(),
         (_, Some(code)) => with_detail(&code.to_lowercase()),

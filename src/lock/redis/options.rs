@@ -43,9 +43,20 @@ impl Default for RedisOptions {
 /// [`Error::InvalidValue`] for `$ttl` when `seconds` is NaN, infinite, not
 /// positive, or longer than [`MAX_TTL`].
 pub fn ttl_from_secs(seconds: f64) -> Result<Duration> {
+    if seconds.is_finite() && seconds > MAX_TTL.as_secs_f64() {
+        // Beyond what a Duration holds, but finite: say what is wrong.
+        return Err(too_long());
+    }
     let ttl = Duration::try_from_secs_f64(seconds)
         .map_err(|_| Error::value("$ttl", "must be a finite number greater than 0"))?;
     check_ttl(ttl)
+}
+
+fn too_long() -> Error {
+    Error::value(
+        "$ttl",
+        format!("must be at most {} seconds (10 years)", MAX_TTL.as_secs()),
+    )
 }
 
 pub(super) fn check_ttl(ttl: Duration) -> Result<Duration> {
@@ -53,10 +64,7 @@ pub(super) fn check_ttl(ttl: Duration) -> Result<Duration> {
         return Err(Error::value("$ttl", "must be greater than 0"));
     }
     if ttl > MAX_TTL {
-        return Err(Error::value(
-            "$ttl",
-            format!("must be at most {} seconds (10 years)", MAX_TTL.as_secs()),
-        ));
+        return Err(too_long());
     }
     Ok(ttl)
 }

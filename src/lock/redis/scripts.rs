@@ -20,6 +20,11 @@ if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) t
   return {1, fence, '', 0}
 end
 local holder = redis.pcall('GET', KEYS[1])
+if type(holder) == 'table' then
+  -- not a string: a backend fault to report, never a busy lock
+  local kind = redis.call('TYPE', KEYS[1])['ok']
+  return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ' value, not a string')
+end
 if holder == ARGV[1] then
   -- Ours already: a hold being confirmed, or a retry whose first reply was
   -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
@@ -28,7 +33,7 @@ if holder == ARGV[1] then
   return {1, fence or 0, '', 0}
 end
 -- busy: when it expires at the latest, and who holds it (for the log line)
-if type(holder) ~= 'string' then holder = '' end
+if not holder then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder, 0}
 ";
 
@@ -61,13 +66,18 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, fence, '', window_end()}
 end
 local holder = redis.pcall('GET', KEYS[1])
+if type(holder) == 'table' then
+  -- not a string: a backend fault to report, never a busy lock
+  local kind = redis.call('TYPE', KEYS[1])['ok']
+  return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ' value, not a string')
+end
 if holder == ARGV[1] then
   -- a retry whose first reply was lost
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local fence = tonumber(redis.pcall('GET', KEYS[2]))
   return {1, fence or 0, '', window_end()}
 end
-if type(holder) ~= 'string' then holder = '' end
+if not holder then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder, 0}
 ";
 

@@ -174,6 +174,13 @@ fn ttl_conversions() {
             matches!(ttl_from_secs(bad), Err(Error::InvalidValue { arg, .. }) if arg == "$ttl")
         );
     }
+    // Finite, but more than a Duration holds: the message says "too long".
+    for huge in [1e10, 1e20, 1e300, f64::MAX] {
+        let Err(Error::InvalidValue { reason, .. }) = ttl_from_secs(huge) else {
+            panic!("{huge} accepted");
+        };
+        assert!(reason.contains("at most 315360000 seconds"), "{huge}: {reason}");
+    }
     assert_eq!(ttl_ms(Duration::from_nanos(1)), 1);
     assert_eq!(ttl_ms(Duration::from_millis(1)), 1);
     assert_eq!(ttl_ms(Duration::from_micros(1001)), 2);
@@ -1012,4 +1019,43 @@ fn once_per_a_job_that_outlasts_its_window_releases() {
     assert_eq!(lost.release(), Ok(false));
     assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
     assert_eq!(pttl(&mut raw, "job"), -1);
+/// The lock error a key of the wrong type must give (never "busy").
+fn wrong_type_error(result: Result<bool>, kind: &str) {
+    match result {
+        Err(Error::Lock(message)) => assert!(
+            message.contains("key 'job'")
+                && message.contains(&format!("the key holds a {kind} value, not a string")),
+            "{message}"
+        ),
+        other => panic!("{kind}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_key_of_the_wrong_type_is_an_error_not_busy() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    for (kind, make) in [("list", ["RPUSH", "job", "x"]), ("hash", ["HSET", "job", "f"])] {
+        let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+        let mut command = redis::cmd(make[0]);
+        command.arg(&make[1..]);
+        if kind == "hash" {
+            command.arg("v");
+        }
+        let _: i64 = command.query(&mut raw).unwrap();
+        let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
+        wrong_type_error(lock.acquire(Wait::Once), kind);
+        let started = Instant::now();
+        wrong_type_error(lock.acquire(within(Duration::from_secs(5))), kind);
+        assert!(started.elapsed() < Duration::from_secs(4), "a waiter does not wait");
+        assert!(!lock.is_held());
+    }
+    // A held key replaced by another type: acquire() on the hold says so too.
+    let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    let _: i64 = redis::cmd("RPUSH").arg(&["job", "x"]).query(&mut raw).unwrap();
+    wrong_type_error(lock.acquire(Wait::Once), "list");
 }
