@@ -102,8 +102,10 @@ namespace CronLock {
      * - A relative path is resolved once, against PHP's working directory at construction.
      * - Once held, `cronlock pid=<pid> host=<hostname> since=<UTC time>` is written at the
      *   start of the file (128 bytes, in place), but only if at that moment the file is empty or
-     *   holds exactly such a record: locking your script or a data file never writes to it,
-     *   also after it was rewritten in place. Shared locks and read-only files record nothing.
+     *   holds exactly such a record (128 bytes: `since=YYYY-MM-DDTHH:MM:SSZ`, a host without
+     *   spaces, space padding, one final "\n"; anything else, however close, is your data):
+     *   locking your script or a data file never writes to it, also after it was rewritten
+     *   in place. Shared locks and read-only files record nothing.
      * - flock(2) locks the file, not the path. If the path is unlinked or replaced while held,
      *   another run can lock the new file there: that is not prevented. The holder finds out:
      *   renew(), Guard::renew() and acquire() then return false and drop the hold. A waiter

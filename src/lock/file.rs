@@ -412,8 +412,7 @@ fn holds_only_a_record_or_nothing(file: &File) -> bool {
         Ok(len) if len == RECORD_LEN as u64 => {
             let mut record = [0u8; RECORD_LEN];
             read_at_most(file, &mut record).is_ok_and(|n| n == RECORD_LEN)
-                && record.starts_with(RECORD_MAGIC)
-                && record.iter().position(|&b| b == b'\n') == Some(RECORD_LEN - 1)
+                && parse_record(&record).is_some()
         }
         _ => false,
     }
@@ -587,14 +586,38 @@ fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
     record
 }
 
+/// The pid of a holder record, `None` unless `record` has exactly the shape
+/// [`format_record`] writes: anything else (however close) is someone's
+/// data, never ours to overwrite or to believe.
 fn parse_record_pid(record: &[u8]) -> Option<u32> {
-    let rest = record.strip_prefix(RECORD_MAGIC)?;
+    parse_record(record).filter(|&pid| pid != 0)
+}
+
+fn parse_record(record: &[u8]) -> Option<u32> {
+    let text = record
+        .strip_suffix(b"\n")
+        .filter(|_| record.len() == RECORD_LEN)?;
+    let used = text.iter().rposition(|&b| b != b' ').map_or(0, |at| at + 1);
+    let rest = text[..used].strip_prefix(RECORD_MAGIC)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&rest[..digits])
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|&pid| pid != 0)
+    let pid = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    let rest = rest[digits..].strip_prefix(b" host=")?;
+    let host = rest.iter().take_while(|b| b.is_ascii_graphic()).count();
+    if host > 64 {
+        return None;
+    }
+    let since = rest[host..].strip_prefix(b" since=")?;
+    is_iso8601_utc(since).then_some(pid)
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, as [`iso8601_utc`] writes it.
+fn is_iso8601_utc(text: &[u8]) -> bool {
+    const SHAPE: &[u8; 20] = b"dddd-dd-ddTdd:dd:ddZ";
+    text.len() == SHAPE.len()
+        && text.iter().zip(SHAPE).all(|(&b, &shape)| match shape {
+            b'd' => b.is_ascii_digit(),
+            _ => b == shape,
+        })
 }
 
 /// Civil date from days since 1970 (Howard Hinnant's algorithm).
@@ -1028,5 +1051,64 @@ mod tests {
         assert_eq!(iso8601_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(iso8601_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(parse_record_pid(b"hello"), None);
+        assert_eq!(parse_record_pid(&rec[..RECORD_LEN - 1]), None);
+    }
+
+    /// Files of the record's size that start like one, but are not exactly
+    /// one: user data, never written over (nor their pid believed).
+    #[test]
+    fn only_an_exact_record_is_overwritten() {
+        let dir = temp_dir("near-records");
+        let pad = |text: &str| {
+            let mut bytes = text.as_bytes().to_vec();
+            bytes.resize(RECORD_LEN - 1, b' ');
+            bytes.push(b'\n');
+            bytes
+        };
+        let good = "cronlock pid=1 host=web1 since=2026-11-30T14:50:00Z";
+        let mut stray_x = pad(good);
+        stray_x[100] = b'X';
+        let mut stray_nul = pad(good);
+        stray_nul[100] = 0;
+        let mut crlf = pad(good);
+        crlf[RECORD_LEN - 2] = b'\r';
+        let variants: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "notes",
+                pad("cronlock pid=1 -- my notes: customer 42 owes 100 EUR, do not lose"),
+            ),
+            ("only-prefix", {
+                let mut b = b"cronlock ".to_vec();
+                b.resize(RECORD_LEN - 1, b'Z');
+                b.push(b'\n');
+                b
+            }),
+            ("pid-abc", pad("cronlock pid=abc host=web1 since=2026-11-30T14:50:00Z")),
+            ("no-pid", pad("cronlock pid= host=web1 since=2026-11-30T14:50:00Z")),
+            ("since-x", pad("cronlock pid=1 host=x since=x")),
+            ("since-bad", pad("cronlock pid=1 host=x since=2026-11-30 14:50:00Z")),
+            ("host-space", pad("cronlock pid=1 host=a b since=2026-11-30T14:50:00Z")),
+            ("two-spaces", pad("cronlock pid=1  host=x since=2026-11-30T14:50:00Z")),
+            ("trailer", pad("cronlock pid=1 host=x since=2026-11-30T14:50:00Z and more")),
+            ("stray-x", stray_x),
+            ("stray-nul", stray_nul),
+            ("crlf", crlf),
+        ];
+        for (name, content) in variants {
+            assert_eq!(content.len(), RECORD_LEN, "{name}");
+            let path = dir.join(name);
+            std::fs::write(&path, &content).unwrap();
+            let mut lock = open(&path);
+            assert!(lock.acquire(Wait::Once).unwrap(), "{name}");
+            lock.release().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was overwritten");
+        }
+        // The exact shape is ours: rewritten with this process's record.
+        let path = dir.join("record");
+        std::fs::write(&path, pad(good)).unwrap();
+        let mut lock = open(&path);
+        assert!(lock.acquire(Wait::Once).unwrap());
+        let now = std::fs::read(&path).unwrap();
+        assert_eq!(parse_record_pid(&now), Some(sys::current_pid()));
     }
 }
