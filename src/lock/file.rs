@@ -32,7 +32,9 @@
 //!   between tries, so PHP's signal handlers run during a wait;
 //! - a dropped, unlocked lock leaves its descriptor to the next `FileLock`
 //!   of the same path in this thread (up to 8), so a new object per run
-//!   costs no open/close; it is re-checked like any other after locking;
+//!   costs no open/close; it is reused only while the path still names its
+//!   file and that file passes the checks of a fresh open, and it is
+//!   re-checked like any other after locking;
 //! - release and drop act only in the process that acquired: a `fork()` child
 //!   cannot free the parent's lock, and its copy of the descriptor is detached
 //!   at fork time, so it cannot keep the lock alive either.
@@ -167,7 +169,7 @@ impl FileLock {
                 "must be between 0 and 0o7777",
             ));
         }
-        let handle = match take_idle(&c_path, &options) {
+        let handle = match reuse_idle(path, &c_path, &options)? {
             Some(handle) => handle,
             None => open_handle(path, &c_path, &options)?,
         };
@@ -432,11 +434,11 @@ impl Drop for FileLock {
 }
 
 /// Unlocked descriptors of dropped locks, most recent last. A job that
-/// makes a `new CronLock\File` per cycle then skips open, fstat and close.
-/// This is safe because nothing is trusted from the cache: `acquire` checks
-/// after every flock that the path still names the file (and reopens if
-/// not), as it does for a fresh descriptor; the file type and filesystem of
-/// an open descriptor cannot change.
+/// makes a `new CronLock\File` per cycle then skips open, fstat, fstatfs
+/// and close for one lstat. Reuse requires the path to still name the
+/// descriptor's file, and its owner to pass the rule a fresh open applies
+/// ([`reuse_idle`]); the file type and filesystem of an open descriptor
+/// cannot change. `acquire` checks after every flock anyway.
 struct Idle {
     c_path: CString,
     options: FileOptions,
@@ -458,6 +460,24 @@ fn take_idle(c_path: &CString, options: &FileOptions) -> Option<Handle> {
             .rposition(|entry| entry.c_path == *c_path && entry.options == *options)?;
         Some(idle.remove(at).handle)
     })
+}
+
+/// An idle descriptor of `c_path`, if the path still names its file (one
+/// lstat) and that file passes the ownership rule of a fresh open. A path
+/// now missing, replaced or unreadable is left to a fresh open, which
+/// creates the file or says what is wrong, as the constructor promises.
+fn reuse_idle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<Option<Handle>> {
+    let Some(handle) = take_idle(c_path, options) else {
+        return Ok(None);
+    };
+    match sys::path_id(c_path) {
+        Ok(now) if now.same_file(&handle.id) => {
+            // The owner may have changed (chown) since it was opened.
+            refuse_foreign_file_in_shared_dir(path, now)?;
+            Ok(Some(handle))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn keep_idle(c_path: CString, options: FileOptions, handle: Handle) {
@@ -789,14 +809,61 @@ mod tests {
         let path = dir.join("a.lock");
         drop(open(&path));
         std::fs::remove_file(&path).unwrap();
-        // Gets the idle descriptor of the unlinked file...
-        let mut stale = open(&path);
+        // Not the idle descriptor of the unlinked file: a new one, which
+        // creates the file.
+        let mut again = open(&path);
+        assert!(path.exists(), "created");
         let mut other = open(&path);
         assert!(other.acquire(Wait::Once).unwrap());
-        // ...locks it, notices, and retries on the file `other` holds.
-        assert!(!stale.acquire(Wait::Once).unwrap());
+        assert!(!again.acquire(Wait::Once).unwrap());
         other.release().unwrap();
-        assert!(stale.acquire(Wait::Once).unwrap());
+        assert!(again.acquire(Wait::Once).unwrap());
+        drop((again, other));
+
+        // Replaced by another file: the new one is opened.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "").unwrap();
+        let replaced = sys::path_id(&sys::c_path(&path).unwrap()).unwrap();
+        assert!(open(&path).handle.id.same_file(&replaced));
+
+        // Its directory removed: the constructor throws, as for a new path.
+        drop(open(&path));
+        std::fs::remove_dir_all(&dir.0).unwrap();
+        let err = FileLock::open(&path, FileOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, Error::Lock(ref m) if m.starts_with("cannot open lock file")),
+            "{err}"
+        );
+    }
+
+    /// The ownership rule of a fresh open (D10) holds for a reused
+    /// descriptor too. Needs root, to give the file away.
+    #[test]
+    fn a_reused_descriptor_passes_the_ownership_rule() {
+        if sys::effective_uid() != 0 {
+            return;
+        }
+        let dir = temp_dir("idle-owner");
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let path = dir.join("a.lock");
+        let c_path = sys::c_path(&path).unwrap();
+        let refused = |what: &str| {
+            let err = FileLock::open(&path, FileOptions::default()).unwrap_err();
+            assert!(err.to_string().contains("is owned by uid 65534"), "{what}: {err}");
+        };
+        // Recreated by another user.
+        drop(open(&path));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "").unwrap();
+        // SAFETY: chown with a valid path.
+        assert_eq!(unsafe { libc::chown(c_path.as_ptr(), 65534, 65534) }, 0);
+        refused("recreated");
+        // The same file given away.
+        std::fs::remove_file(&path).unwrap();
+        drop(open(&path));
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::chown(c_path.as_ptr(), 65534, 65534) }, 0);
+        refused("chowned");
     }
 
     #[test]
