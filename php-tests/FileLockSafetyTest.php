@@ -316,6 +316,78 @@ final class FileLockSafetyTest extends TestCase
         $lock->release();
     }
 
+    public function testAConstructorAfterADroppedLockChecksThePathAsAFreshOneDoes(): void
+    {
+        $path = "$this->dir/reused.lock";
+        $lock = new File($path);
+        self::assertTrue($lock->acquire(0));
+        $lock->release();
+        unset($lock);
+        unlink($path);
+        $lock = new File($path);
+        clearstatcache();
+        self::assertFileExists($path, 'the constructor creates the file');
+        unset($lock);
+
+        unlink($path);
+        rmdir($this->dir);
+        try {
+            new File($path);
+            self::fail('a lock file in a removed directory must throw');
+        } catch (LockException $e) {
+            self::assertStringStartsWith("cannot open lock file $path", $e->getMessage());
+        } finally {
+            mkdir($this->dir);
+        }
+    }
+
+    public function testAFileRecreatedByAnotherUserIsRefusedAfterADroppedLock(): void
+    {
+        self::requireRootAndRunuser();
+        $shared = $this->makeTempDir('world', sys_get_temp_dir());
+        chmod($shared, 01777);
+        $path = "$shared/recreated.lock";
+        $lock = new File($path);
+        self::assertTrue($lock->acquire(0));
+        $lock->release();
+        unset($lock);
+        unlink($path);
+        [$code, , $err] = $this->runCommand([...self::asUser('nobody'), 'sh', '-c', 'umask 0; : > ' . escapeshellarg($path)]);
+        self::assertSame(0, $code, $err);
+        try {
+            new File($path);
+            self::fail('a lock file that another user can hold forever must be refused');
+        } catch (LockException $e) {
+            self::assertStringContainsString("lock file $path is owned by uid 65534, who could hold it forever", $e->getMessage());
+        }
+    }
+
+    /** @return iterable<string, array{string}> 128-byte files that look like a record but are not one */
+    public static function nearRecords(): iterable
+    {
+        $pad = fn (string $text): string => str_pad($text, 127) . "\n";
+        $good = 'cronlock pid=1 host=web1 since=2026-11-30T14:50:00Z';
+        yield 'notes' => [$pad('cronlock pid=1 -- my notes: customer 42 owes 100 EUR, do not lose')];
+        yield 'only prefix' => [str_pad('cronlock ', 127, 'Z') . "\n"];
+        yield 'pid=abc' => [$pad('cronlock pid=abc host=web1 since=2026-11-30T14:50:00Z')];
+        yield 'since=x' => [$pad('cronlock pid=1 host=x since=x')];
+        yield 'stray X' => [substr_replace($pad($good), 'X', 100, 1)];
+        yield 'stray NUL' => [substr_replace($pad($good), "\0", 100, 1)];
+        yield 'CRLF' => [str_pad($good, 126) . "\r\n"];
+    }
+
+    /** @dataProvider nearRecords */
+    public function testOnlyAnExactHolderRecordIsOverwritten(string $content): void
+    {
+        self::assertSame(128, strlen($content));
+        $path = "$this->dir/near.lock";
+        file_put_contents($path, $content);
+        $lock = new File($path);
+        self::assertTrue($lock->acquire(0));
+        $lock->release();
+        self::assertSame($content, file_get_contents($path), 'user data is never written over');
+    }
+
     // ------------------------------------------------------- waits and signals
 
     public function testASignalHandlerRunsDuringAWaitForeverAndTheWaitReturnsFalse(): void
