@@ -491,6 +491,19 @@ final class RedisLockTest extends TestCase
         new Redis(self::dsn(), 'job', $ttl);
     }
 
+    /** A finite TTL too long to represent is "too long", not "not finite". */
+    public function testAHugeFiniteTtlIsReportedAsTooLong(): void
+    {
+        foreach ([11 * 365 * 86400.0, 1e20, 1e300, PHP_FLOAT_MAX] as $ttl) {
+            try {
+                new Redis(self::dsn(), 'job', $ttl);
+                self::fail("$ttl accepted");
+            } catch (\ValueError $e) {
+                self::assertStringContainsString('$ttl must be at most 315360000 seconds (10 years)', $e->getMessage(), (string) $ttl);
+            }
+        }
+    }
+
     public function testABadRenewTtlThrowsValueErrorAndKeepsTheLock(): void
     {
         $key = self::key();
