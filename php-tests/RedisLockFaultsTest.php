@@ -281,6 +281,115 @@ final class RedisLockFaultsTest extends TestCase
         self::assertSame(0, $p->wait(10.0), $p->stderr());
     }
 
+    public function testAKeyOfTheWrongTypeThrowsEverywhereAndIsNeverBusy(): void
+    {
+        $server = $this->server();
+        $port = $server->port();
+        foreach (['list' => ['RPUSH', 'cron:wrongtype', 'x'], 'hash' => ['HSET', 'cron:wrongtype', 'f', 'v']] as $type => $make) {
+            $server->command('DEL', 'cron:wrongtype');
+            $server->command(...$make);
+            $expected = "Redis at 127.0.0.1:$port refused to acquire key 'cron:wrongtype': the key holds a $type value, not a string";
+            $lock = new Redis($server->dsn(), 'cron:wrongtype', 5.0);
+            [$e] = self::throws(LockException::class, fn () => $lock->acquire(0));
+            self::assertNotInstanceOf(ConnectionException::class, $e);
+            self::assertSame($expected, $e->getMessage());
+            [$e, $took] = self::throws(LockException::class, fn () => $lock->acquire(3.0));
+            self::assertSame($expected, $e->getMessage());
+            self::assertLessThan(2.5, $took, 'not waited on as if busy');
+            [$e] = self::throws(LockException::class, fn () => cron_guard(fn () => 'RAN', $lock, ['wait' => 1.0]));
+            self::assertSame($expected, $e->getMessage());
+            self::assertFalse($lock->isHeld());
+        }
+        // on_busy would exit the process: run it in a child.
+        $p = Proc::run(sprintf(<<<'PHP'
+            $lock = new \CronLock\Redis(%s, 'cron:wrongtype', 5.0);
+            try {
+                var_dump(cron_guard(fn () => 'RAN', $lock, ['on_busy' => 3]));
+            } catch (\CronLock\LockException $e) {
+                echo get_class($e), ': ', $e->getMessage(), "\n";
+            }
+            PHP, var_export($server->dsn(), true)));
+        self::assertSame(0, $p->exitCode(), $p->stdout() . $p->stderr());
+        self::assertStringContainsString('CronLock\LockException: ', $p->stdout());
+        self::assertStringContainsString('the key holds a hash value, not a string', $p->stdout());
+        self::assertStringNotContainsString('held by', $p->stderr());
+
+        // A held key replaced by a list: acquire() on the hold throws too.
+        $server->command('DEL', 'cron:wrongtype');
+        $lock = new Redis($server->dsn(), 'cron:wrongtype', 5.0);
+        self::assertTrue($lock->acquire(0));
+        $server->command('DEL', 'cron:wrongtype');
+        $server->command('RPUSH', 'cron:wrongtype', 'x');
+        self::throws(LockException::class, fn () => $lock->acquire(0));
+    }
+
+    /** The server stalls (SIGSTOP, as in a VM pause) while an acquire waits for its reply. */
+    private static function acquireThroughAStall(RedisServer $server, Redis $lock): string
+    {
+        self::assertTrue($lock->acquire(0), 'connected');
+        self::assertTrue($lock->release());
+        posix_kill($server->pid(), SIGSTOP);
+        $resume = microtime(true) + 1.5;
+        try {
+            [$e] = self::throws(ConnectionException::class, fn () => $lock->acquire(0));
+            self::assertStringContainsString('no answer within', $e->getMessage());
+        } finally {
+            usleep((int) max(0, ($resume - microtime(true)) * 1e6));
+            posix_kill($server->pid(), SIGCONT);
+        }
+        $deadline = microtime(true) + 5.0;
+        while (($value = $server->command('GET', 'cron:stall')) === null && microtime(true) < $deadline) {
+            usleep(10_000);
+        }
+        self::assertIsString($value, 'the stalled script ran when the server resumed');
+        self::assertStringContainsString(':' . getmypid() . '@', $value);
+        return $value;
+    }
+
+    public function testAnAcquireThatGotNoAnswerIsTakenOverOrCleanedUpByItsObject(): void
+    {
+        if (!function_exists('posix_kill')) {
+            self::markTestSkipped('needs ext-posix');
+        }
+        $server = $this->server();
+        $options = ['read_timeout' => 0.3, 'connect_timeout' => 0.3];
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        $stalled = self::acquireThroughAStall($server, $lock);
+        self::assertTrue($lock->acquire(0), 'the leftover is ours');
+        self::assertSame($stalled, $lock->token());
+        self::assertTrue($lock->release());
+        self::assertNull($server->command('GET', 'cron:stall'));
+
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        self::acquireThroughAStall($server, $lock);
+        self::assertTrue($lock->release());
+        self::assertNull($server->command('GET', 'cron:stall'));
+
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        self::acquireThroughAStall($server, $lock);
+        unset($lock);
+        self::assertNull($server->command('GET', 'cron:stall'), 'destruction cleans up');
+
+        // cron_guard() throws; the next run (another process) is not skipped.
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        self::assertTrue($lock->acquire(0));
+        self::assertTrue($lock->release());
+        posix_kill($server->pid(), SIGSTOP);
+        try {
+            self::throws(ConnectionException::class, fn () => cron_guard(fn () => 'RAN', $lock));
+        } finally {
+            usleep(1_500_000);
+            posix_kill($server->pid(), SIGCONT);
+        }
+        usleep(200_000);
+        unset($lock);
+        $p = Proc::run(sprintf(
+            'var_dump(cron_guard(fn () => "run 2 ran", new \CronLock\Redis(%s, "cron:stall", 60.0)));',
+            var_export($server->dsn(), true),
+        ));
+        self::assertStringContainsString('run 2 ran', $p->stdout(), $p->stderr());
+    }
+
     // ------------------------------------------------------------------ D6
 
     public function testMessagesSayWhatHappenedInWords(): void
