@@ -45,6 +45,8 @@ pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
 /// into its next request, so every lock still held by an object of ours is
 /// released here. Shutdown functions and destructors have already run.
 pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
+    // Userland locks too: no zval may outlive the request.
+    guard::forget_leftover_holds();
     if !LOCK_OBJECTS_MADE.with(|made| made.replace(false)) {
         return 0;
     }
@@ -53,7 +55,6 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
     if store.object_buckets.is_null() {
         return 0;
     }
-    guard::forget_leftover_holds();
     for index in 1..store.top as usize {
         // SAFETY: indexes below `top` are slots of the engine's object store.
         let slot = unsafe { *store.object_buckets.add(index) };
