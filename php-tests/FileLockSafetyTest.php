@@ -444,6 +444,16 @@ final class FileLockSafetyTest extends TestCase
             chdir($cwd);
         }
 
+    }
+
+    /**
+     * @group extension-only
+     * cronlock/polyfill cannot register the cronlock.lock_dir ini setting (it reads CRONLOCK_LOCK_DIR).
+     */
+    public function testALockDirThatIsNotUtf8IsKeptByteForByte(): void
+    {
+        $dir = "{$this->dir}/\xffdir";
+        self::assertTrue(mkdir($dir, 0700));
         $old = ini_set('cronlock.lock_dir', $dir);
         try {
             self::assertSame('ran', cron_guard(static fn () => 'ran', 'named'));

@@ -13,6 +13,10 @@ use PHPUnit\Framework\TestCase;
  * strict_types), #[\SensitiveParameter] on secrets, php --ri naming the PHP
  * it was built for. Each scenario runs in a child PHP, most with PHP's
  * compiled-in defaults (php -n), as container images run it.
+ *
+ * @group extension-only
+ * Checks how the extension parses its arguments and what `php --ri` shows; cronlock/polyfill's
+ * signatures are userland ones, checked at run time on PHP 7.
  */
 final class PhpRulesTest extends TestCase
 {

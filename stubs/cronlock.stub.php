@@ -515,14 +515,19 @@ namespace {
      * suspended inside one (File and Redis locks are then released at request end, after
      * shutdown functions; userland locks not at all).
      *
-     * - A hold it did not take is not released: if $lock->isHeld() is already true (nested
-     *   guard on the same object), acquire() confirms it, the job runs, nothing is released;
+     * - A hold it did not take is not released: if $lock->isHeld() is already true because
+     *   the caller took the lock, acquire() confirms it, the job runs, nothing is released;
      *   a failed confirmation is busy.
+     * - Guards running on one lock object at the same time (a nested cron_guard() on it, or
+     *   cron_guard() in several Fibers) share the hold one of them took: each confirms it
+     *   with acquire() (a failed confirmation is busy), and it is released when the last of
+     *   them ends, in whatever order they end, so it stays held while any of their jobs runs.
      * - A lock this process holds through another object (two File objects on one file,
      *   nested cron_guard('name')) is busy at once; with 'wait' != 0 that throws LockException.
      * - When busy, one line naming the lock and the holder's pid goes to error_log()
      *   ("held by another process (pid unknown)" when unknown). Names are cut to 200
-     *   characters.
+     *   characters; control characters in logged names, holders and messages are escaped
+     *   (\n, \u{1b}), so each log line is one line.
      * - A wait ended by a pending pcntl signal handler logs "cron_guard: waiting for lock
      *   <what> was interrupted by a signal; skipping this run", returns null and ignores
      *   on_busy (File and Redis; for a userland lock it cannot be told from contention).
@@ -530,7 +535,10 @@ namespace {
      *   on_busy; it is never taken for busy.
      * - A release() that throws is logged ("cron_guard: releasing lock <what> failed:
      *   <message>") and thrown when the job returned normally; when the job threw, the job's
-     *   exception propagates.
+     *   exception propagates. A release() that calls exit() (or runs out of memory, or
+     *   suspends a Fiber that is then destroyed) ends the script (or Fiber) as it would
+     *   anywhere; after a fatal error the exit status is exit()'s, and the other locks are
+     *   still released.
      *
      * Example (crontab: `* * * * * php /srv/app/sync_orders.php`):
      * ```php
@@ -544,7 +552,7 @@ namespace {
      *
      * @param callable(\CronLock\Guard): mixed $job
      * @param \CronLock\Lock|string|null $lock any Lock; or a name ([A-Za-z0-9._-], 1 to 200
-     *        characters) for the File lock `<dir>/<name>.lock` (dir: see cronlock.lock_dir,
+     *        characters, not '.' or '..') for the File lock `<dir>/<name>.lock` (dir: see cronlock.lock_dir,
      *        by default private to this user); or null: a File lock
      *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
      *        never collide and the same script run twice does.

@@ -849,7 +849,10 @@ mod tests {
         let c_path = sys::c_path(&path).unwrap();
         let refused = |what: &str| {
             let err = FileLock::open(&path, FileOptions::default()).unwrap_err();
-            assert!(err.to_string().contains("is owned by uid 65534"), "{what}: {err}");
+            assert!(
+                err.to_string().contains("is owned by uid 65534"),
+                "{what}: {err}"
+            );
         };
         // Recreated by another user.
         drop(open(&path));
@@ -1150,13 +1153,31 @@ mod tests {
                 b.push(b'\n');
                 b
             }),
-            ("pid-abc", pad("cronlock pid=abc host=web1 since=2026-11-30T14:50:00Z")),
-            ("no-pid", pad("cronlock pid= host=web1 since=2026-11-30T14:50:00Z")),
+            (
+                "pid-abc",
+                pad("cronlock pid=abc host=web1 since=2026-11-30T14:50:00Z"),
+            ),
+            (
+                "no-pid",
+                pad("cronlock pid= host=web1 since=2026-11-30T14:50:00Z"),
+            ),
             ("since-x", pad("cronlock pid=1 host=x since=x")),
-            ("since-bad", pad("cronlock pid=1 host=x since=2026-11-30 14:50:00Z")),
-            ("host-space", pad("cronlock pid=1 host=a b since=2026-11-30T14:50:00Z")),
-            ("two-spaces", pad("cronlock pid=1  host=x since=2026-11-30T14:50:00Z")),
-            ("trailer", pad("cronlock pid=1 host=x since=2026-11-30T14:50:00Z and more")),
+            (
+                "since-bad",
+                pad("cronlock pid=1 host=x since=2026-11-30 14:50:00Z"),
+            ),
+            (
+                "host-space",
+                pad("cronlock pid=1 host=a b since=2026-11-30T14:50:00Z"),
+            ),
+            (
+                "two-spaces",
+                pad("cronlock pid=1  host=x since=2026-11-30T14:50:00Z"),
+            ),
+            (
+                "trailer",
+                pad("cronlock pid=1 host=x since=2026-11-30T14:50:00Z and more"),
+            ),
             ("stray-x", stray_x),
             ("stray-nul", stray_nul),
             ("crlf", crlf),
@@ -1168,7 +1189,11 @@ mod tests {
             let mut lock = open(&path);
             assert!(lock.acquire(Wait::Once).unwrap(), "{name}");
             lock.release().unwrap();
-            assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was overwritten");
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                content,
+                "{name} was overwritten"
+            );
         }
         // The exact shape is ours: rewritten with this process's record.
         let path = dir.join("record");

@@ -1,5 +1,6 @@
 //! Engine calls that ext-php-rs does not wrap.
 
+use ext_php_rs::boxed::ZBox;
 use ext_php_rs::ffi::zend_execute_data;
 use ext_php_rs::types::{ZendCallable, Zval};
 use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry, ProcessGlobals};
@@ -9,6 +10,8 @@ extern "C" {
     fn zend_throw_unwind_exit();
     fn zend_throw_exception_internal(exception: *mut ext_php_rs::types::ZendObject);
     fn zend_set_memory_limit(limit: usize) -> i32;
+    fn zend_is_unwind_exit(exception: *const ext_php_rs::types::ZendObject) -> bool;
+    fn zend_is_graceful_exit(exception: *const ext_php_rs::types::ZendObject) -> bool;
     fn zend_memory_usage(real_usage: bool) -> usize;
     #[link_name = "display_ini_entries"]
     fn php_display_ini_entries(module: *mut ModuleEntry);
@@ -131,12 +134,41 @@ pub fn with_exception_set_aside<R>(f: impl FnOnce() -> R) -> R {
         std::ptr::null_mut(),
     );
     let result = f();
-    if !pending.is_null() {
+    if pending.is_null() {
+        return result;
+    }
+    if exit_unwinding() {
+        // `f` ran exit() (or a Fiber of it is being destroyed): that ends
+        // the script as it would anywhere, over what was pending, as the
+        // engine lets an exit unwind win over any exception.
         // SAFETY: `pending` is the engine's exception object we took above,
-        // with the reference the engine held; throwing hands it back.
+        // with the reference the engine held, which this box now drops.
+        drop(unsafe { ZBox::from_raw(pending) });
+    } else {
+        // SAFETY: as above; throwing hands the reference back.
         unsafe { zend_throw_exception_internal(pending) };
     }
     result
+}
+
+/// Whether what is pending is no exception but the script ending (`exit()`,
+/// or an out-of-memory error on PHP builds that unwind it like `exit()`)
+/// or a Fiber that PHP destroys while it is suspended. Such an unwind is
+/// never caught, logged or replaced; its object has no methods to call.
+pub fn exit_unwinding() -> bool {
+    let pending = ExecutorGlobals::get().exception;
+    // SAFETY: the engine's pending exception, live while it is pending;
+    // both functions only compare its class entry.
+    !pending.is_null() && unsafe { zend_is_unwind_exit(pending) || zend_is_graceful_exit(pending) }
+}
+
+/// Drops a pending [`exit_unwinding`] unwind while a fatal error is being
+/// handled: the exit status `exit()` set stays, and the fatal error's own
+/// bailout goes on to shutdown (which does not run with one pending).
+pub fn discard_exit_unwinding() {
+    if exit_unwinding() {
+        drop(ExecutorGlobals::take_exception());
+    }
 }
 
 /// The current value of an ini setting registered by this extension, as
@@ -155,11 +187,26 @@ pub fn ini_string(name: &CStr) -> Option<std::ffi::OsString> {
 }
 
 /// One line through PHP's `error_log()`, so it goes wherever the user's
-/// `error_log` ini setting sends errors.
+/// `error_log` ini setting sends errors. Control characters (and Unicode
+/// line breaks) are escaped: the names, paths, holders and messages in it
+/// come from users or servers, and must not start a line of their own.
 pub fn error_log(message: &str) {
+    let line = one_line(message);
     if let Ok(error_log) = ZendCallable::try_from_name("error_log") {
-        let _: Option<Zval> = error_log.try_call(vec![&message]).ok();
+        let _: Option<Zval> = error_log.try_call(vec![&line]).ok();
     }
+}
+
+fn one_line(text: &str) -> String {
+    let mut line = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    line
 }
 
 /// The standard ini table of `phpinfo()`: each `cronlock.*` setting with its

@@ -110,6 +110,9 @@ pub fn cron_guard(
     let Some(held_before) = ask_is_held(&lock)? else {
         return Ok(Zval::null());
     };
+    // A guard that took this very object is running (this call is nested
+    // in its job, or runs in another Fiber): this one shares its hold.
+    let shares_a_guards_hold = holds::taken(&lock);
     let acquired = acquire(&mut lock, wait, &wait_arg);
     if once_per.is_some() {
         // Only this acquire takes a window; the hold keeps its window's end,
@@ -138,29 +141,32 @@ pub fn cron_guard(
         deadline,
     }
     .into_zval(false)?;
-    if held_before {
+    if held_before && !shares_a_guards_hold {
         return Ok(job.0.try_call(vec![&guard]).unwrap_or_default());
     }
 
-    let hold = holds::register(&lock);
+    let hold = holds::enter(&lock);
     let caller_frame = engine::current_frame();
-    let outcome = try_catch(AssertUnwindSafe(|| job.0.try_call(vec![&guard])));
+    let outcome = try_catch(AssertUnwindSafe(|| {
+        let result = job.0.try_call(vec![&guard]);
+        // An exception from the job is pending in the engine and
+        // propagates unchanged; the return value is then ignored.
+        hold.release().map(|()| result)
+    }));
     let Ok(result) = outcome else {
-        // A fatal error (or another bailout) in the job, or in a Fiber it
-        // resumed: the script ends, after its shutdown functions, which must
-        // see every lock of ours free. Released by hold, not by stack
-        // position: a Fiber's cron_guard() may be suspended mid-job.
+        // A fatal error (or another bailout) in the job, in a Fiber it
+        // resumed, or in the release: the script ends, after its shutdown
+        // functions, which must see every lock of ours free. Released by
+        // hold, not by stack position: a Fiber's cron_guard() may be
+        // suspended mid-job.
         engine::restore_frame(caller_frame);
         holds::release_all_after_fatal();
-        drop((guard, lock, job, hold, wait_arg));
+        drop((guard, lock, job, wait_arg));
         // SAFETY: re-raises the bailout caught above, with nothing of ours
         // left on this frame that needs dropping.
         unsafe { bailout() }
     };
-    // An exception from the job is pending in the engine and propagates
-    // unchanged; the return value is then ignored.
-    hold.release()?;
-    Ok(result.unwrap_or_default())
+    Ok(result?.unwrap_or_default())
 }
 
 enum Acquired {
@@ -249,8 +255,10 @@ fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
 }
 
 /// The holds `cron_guard()` took and has not released yet, in this thread,
-/// each under its own id. Not a stack: with Fibers, guards are suspended
-/// and resumed in any order, and a Fiber may never be resumed at all.
+/// one per lock object. Not a stack: with Fibers, guards are suspended and
+/// resumed in any order, and a Fiber may never be resumed at all. Guards
+/// that run on one lock object at the same time (nested, or in several
+/// Fibers) share its hold, which the last of them to end releases.
 mod holds {
     use super::{describe, engine};
     use crate::error::Error;
@@ -258,40 +266,88 @@ mod holds {
     use ext_php_rs::convert::IntoZval;
     use ext_php_rs::prelude::*;
     use ext_php_rs::types::{ZendObject, Zval};
-    use ext_php_rs::zend::ExecutorGlobals;
+    use ext_php_rs::zend::{try_catch, ExecutorGlobals};
     use std::cell::{Cell, RefCell};
+    use std::mem::ManuallyDrop;
+    use std::panic::AssertUnwindSafe;
+
+    /// The hold on one lock object.
+    struct Shared {
+        id: u64,
+        /// Identity of the lock object; `lock` keeps it alive, so no other
+        /// object can take its address while the entry exists.
+        object: *const ZendObject,
+        lock: Zval,
+        /// The guards on it whose jobs have not ended yet.
+        guards: usize,
+    }
 
     thread_local! {
-        static HOLDS: RefCell<Vec<(u64, Zval)>> = const { RefCell::new(Vec::new()) };
+        // Emptied at every request's end (forget_leftovers, RSHUTDOWN): a
+        // zval must not outlive the engine, and thread-locals are dropped
+        // at thread exit, after it.
+        static HOLDS: RefCell<Vec<Shared>> = const { RefCell::new(Vec::new()) };
         static NEXT_ID: Cell<u64> = const { Cell::new(1) };
     }
 
-    /// One hold; [`Hold::release`] gives it up (dropped unreleased, when a
-    /// Rust panic unwinds cron_guard(), it releases too).
+    fn identity(lock: &Zval) -> *const ZendObject {
+        lock.object().map_or(std::ptr::null(), std::ptr::from_ref)
+    }
+
+    /// One guard's part in a hold; [`Hold::release`] gives it up (dropped
+    /// unreleased, when a Rust panic unwinds cron_guard(), it releases too).
     pub struct Hold {
         id: u64,
     }
 
-    pub fn register(lock: &Zval) -> Hold {
-        let id = NEXT_ID.with(|next| next.replace(next.get() + 1));
-        HOLDS.with(|holds| holds.borrow_mut().push((id, lock.shallow_clone())));
-        Hold { id }
+    /// Whether a `cron_guard()` that took `lock` is still running.
+    pub fn taken(lock: &Zval) -> bool {
+        let object = identity(lock);
+        HOLDS.with(|holds| holds.borrow().iter().any(|hold| hold.object == object))
     }
 
-    fn take(id: u64) -> Option<Zval> {
+    /// Joins the hold on `lock` of the guards running on it, or starts one.
+    pub fn enter(lock: &Zval) -> Hold {
+        let object = identity(lock);
         HOLDS.with(|holds| {
             let mut holds = holds.borrow_mut();
-            let at = holds.iter().position(|(hold, _)| *hold == id)?;
-            Some(holds.remove(at).1)
+            if let Some(shared) = holds.iter_mut().find(|hold| hold.object == object) {
+                shared.guards += 1;
+                return Hold { id: shared.id };
+            }
+            let id = NEXT_ID.with(|next| next.replace(next.get() + 1));
+            holds.push(Shared {
+                id,
+                object,
+                lock: lock.shallow_clone(),
+                guards: 1,
+            });
+            Hold { id }
+        })
+    }
+
+    /// One guard of hold `id` ended: the lock to release when it was the
+    /// last; `None` while others run, or when a fatal error released it.
+    fn leave(id: u64) -> Option<Zval> {
+        HOLDS.with(|holds| {
+            let mut holds = holds.borrow_mut();
+            let at = holds.iter().position(|hold| hold.id == id)?;
+            holds[at].guards -= 1;
+            if holds[at].guards > 0 {
+                return None;
+            }
+            Some(holds.remove(at).lock)
         })
     }
 
     impl Hold {
-        /// Releases the lock unless a fatal error did already. A failing
-        /// release is logged; it is also thrown when nothing else is pending
-        /// (D8), while a job's exception or `exit()` keeps propagating.
+        /// Releases the lock when this is the last guard on it. A failing
+        /// release is logged; it is also thrown when nothing else is
+        /// pending (D8), while a job's exception or `exit()` keeps
+        /// propagating.
         pub fn release(self) -> PhpResult<()> {
-            let Some(lock) = take(self.id) else {
+            let this = ManuallyDrop::new(self);
+            let Some(lock) = leave(this.id) else {
                 return Ok(());
             };
             if ExecutorGlobals::has_exception() {
@@ -309,7 +365,7 @@ mod holds {
 
     impl Drop for Hold {
         fn drop(&mut self) {
-            if let Some(lock) = take(self.id) {
+            if let Some(lock) = leave(self.id) {
                 let _ = engine::with_exception_set_aside(|| release_logged(&lock, false));
             }
         }
@@ -323,8 +379,14 @@ mod holds {
 
     /// Calls `$lock->release()`; on failure logs "releasing lock … failed"
     /// and, when `rethrow`, throws the failure (else it is only logged).
+    /// An `exit()` in it (or PHP's out-of-memory error, or the destruction
+    /// of a Fiber suspended in it) is no failure: it keeps unwinding, as it
+    /// would from any other function.
     fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
         let called = lock.try_call_method("release", vec![]);
+        if engine::exit_unwinding() {
+            return Ok(());
+        }
         let (message, failure) = match (ExecutorGlobals::take_exception(), called) {
             (Some(thrown), _) => (exception_message(&thrown), Failure::Threw(thrown)),
             (None, Err(e)) => {
@@ -350,6 +412,8 @@ mod holds {
         }
     }
 
+    /// `getMessage()` of a Throwable (never an exit unwind: see
+    /// [`engine::exit_unwinding`], whose objects have no methods at all).
     fn exception_message(thrown: &ZendObject) -> String {
         thrown
             .try_call_method("getMessage", vec![])
@@ -360,26 +424,37 @@ mod holds {
 
     /// After a fatal error: releases every hold of this thread (the script
     /// is ending), with the memory limit lifted for the calls, as a job
-    /// that hit `memory_limit` left none to spare.
+    /// that hit `memory_limit` left none to spare. A release() that calls
+    /// exit() sets the exit status; the other locks are released all the
+    /// same, and the fatal error goes on to shutdown as before.
     pub fn release_all_after_fatal() {
-        let all: Vec<(u64, Zval)> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
+        let all: Vec<Shared> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
+        let frame = engine::current_frame();
         engine::with_room_for_cleanup(|| {
-            for (_, lock) in all.iter().rev() {
+            for shared in all.iter().rev() {
                 engine::with_exception_set_aside(|| {
-                    let _ = release_logged(lock, false);
+                    // A fatal error in one release() leaves the others to do.
+                    let released = try_catch(AssertUnwindSafe(|| {
+                        let _ = release_logged(&shared.lock, false);
+                    }));
+                    if released.is_err() {
+                        engine::restore_frame(frame);
+                    }
+                    engine::discard_exit_unwinding();
                 });
             }
         });
     }
 
-    /// RSHUTDOWN: holds of guards whose frames never ended (a Fiber left
-    /// suspended through a fatal error outside every cron_guard()). Native
-    /// locks are released by the shutdown sweep; the references are let go
-    /// without a destructor call, which must not run this late.
+    /// RSHUTDOWN, in every request: holds of guards whose frames never
+    /// ended (a Fiber left suspended through a fatal error outside every
+    /// cron_guard()). Native locks are released by the shutdown sweep; the
+    /// references are let go without a destructor call, which must not run
+    /// this late (the engine frees the objects with the rest of the store).
     pub fn forget_leftovers() {
         HOLDS.with(|holds| {
-            for (_, lock) in holds.borrow_mut().drain(..) {
-                std::mem::forget(lock);
+            for shared in holds.borrow_mut().drain(..) {
+                std::mem::forget(shared.lock);
             }
         });
     }
@@ -514,7 +589,7 @@ fn validate_name(name: &str) -> Result<(), Error> {
         Err(Error::value(
             "$lock",
             format!(
-                "must be a lock name of 1 to 200 characters [A-Za-z0-9._-], '{}' given",
+                "must be a lock name of 1 to 200 characters [A-Za-z0-9._-] other than '.' and '..', '{}' given",
                 shorten(&name.escape_default().to_string())
             ),
         ))

@@ -48,10 +48,11 @@ pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
 /// into its next request, so every lock still held by an object of ours is
 /// released here. Shutdown functions and destructors have already run.
 pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
+    // Userland locks too: no zval may outlive the request.
+    guard::forget_leftover_holds();
     if !LOCK_OBJECTS_MADE.with(|made| made.replace(false)) {
         return 0;
     }
-    guard::forget_leftover_holds();
     shim::each_object(release_leftover);
     0
 }

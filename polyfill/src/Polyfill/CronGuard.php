@@ -17,10 +17,17 @@ use CronLock\Redis;
  */
 final class CronGuard
 {
-    /** @var array<string, Lock> locks taken by running cron_guard() calls, released at shutdown */
+    /**
+     * Per lock object (spl_object_hash): [the Lock a running cron_guard() took, how many
+     * guards on it still run, the hold's id]. Guards on one object at the same time (nested,
+     * or in several Fibers) share its hold; the last one to end releases it. What is left
+     * is released at shutdown.
+     *
+     * @var array<string, array{0: Lock, 1: int, 2: int}>
+     */
     private static $active = [];
-    /** @var int numbers the slots of $active: guards may end in any order (Fibers) */
-    private static $slots = 0;
+    /** @var int */
+    private static $nextId = 1;
 
     /** @return mixed */
     public static function run(callable $job, $lock, array $options)
@@ -46,10 +53,10 @@ final class CronGuard
         if (!$acquired) {
             $why = ($lock instanceof File || $lock instanceof Redis) ? Registry::takeRefusal(spl_object_hash($lock)) : null;
             if ($why === 'signal') {
-                error_log('cron_guard: waiting for lock ' . self::what($lock) . ' was interrupted by a signal; skipping this run');
+                self::log('cron_guard: waiting for lock ' . self::what($lock) . ' was interrupted by a signal; skipping this run');
                 return null;
             }
-            error_log($why === 'self'
+            self::log($why === 'self'
                 ? sprintf('cron_guard: lock %s is held by this process (pid %d) through another lock object; skipping this run', self::what($lock), Process::pid())
                 : sprintf('cron_guard: lock %s is held by %s; skipping this run', self::what($lock), self::holder($lock)));
             if ($onBusy !== null) {
@@ -65,45 +72,62 @@ final class CronGuard
             $this->deadline = $deadline;
         }, $guard, Guard::class)();
 
-        $slot = null;
-        if (!$alreadyHeld) {
-            $slot = 'guard ' . ++self::$slots;
-            self::$active[$slot] = $lock;
+        $key = spl_object_hash($lock);
+        $hold = null;
+        if (isset(self::$active[$key])) {
+            self::$active[$key][1]++;
+            $hold = [$key, self::$active[$key][2]];
+        } elseif (!$alreadyHeld) {
+            self::$active[$key] = [$lock, 1, self::$nextId];
+            $hold = [$key, self::$nextId++];
         }
         try {
             $result = $job($guard);
         } catch (\Throwable $e) {
-            self::finish($slot, $lock, false);
+            self::finish($hold, $lock, false);
             throw $e;
         }
-        self::finish($slot, $lock, true);
+        self::finish($hold, $lock, true);
         return $result;
     }
 
     /** Shutdown: release what running cron_guard() calls took (exit(), fatal errors). */
     public static function releaseAll()
     {
-        foreach (array_reverse(self::$active, true) as $slot => $lock) {
-            unset(self::$active[$slot]);
+        foreach (array_reverse(self::$active, true) as $key => $shared) {
+            unset(self::$active[$key]);
+            $lock = $shared[0];
             try {
                 $lock->release();
             } catch (\Throwable $e) {
-                error_log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
+                self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
             }
         }
     }
 
-    /** D8: a failing release is logged; thrown only when the job returned normally. */
-    private static function finish($slot, Lock $lock, bool $jobReturned)
+    /**
+     * One guard of a hold ended: the last one releases it. D8: a failing release is logged;
+     * thrown only when the job returned normally.
+     *
+     * @param array{0: string, 1: int}|null $hold key and id; null: not ours (D2)
+     */
+    private static function finish($hold, Lock $lock, bool $jobReturned)
     {
-        if ($slot === null) {
+        if ($hold === null) {
             return; // D2: not ours to release
         }
-        unset(self::$active[$slot]);
+        list($key, $id) = $hold;
+        if (!isset(self::$active[$key]) || self::$active[$key][2] !== $id) {
+            return; // released at shutdown already
+        }
+        if (--self::$active[$key][1] > 0) {
+            return; // another guard's job on it still runs
+        }
+        unset(self::$active[$key]);
         try {
             $lock->release();
         } catch (\Throwable $e) {
-            error_log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
+            self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
             if ($jobReturned) {
                 throw $e;
             }
@@ -120,7 +144,7 @@ final class CronGuard
                 && preg_match('/^[A-Za-z0-9._-]+$/', $lock);
             if (!$valid) {
                 throw Args::value('$lock', sprintf(
-                    "must be a lock name of 1 to 200 characters [A-Za-z0-9._-], '%s' given",
+                    "must be a lock name of 1 to 200 characters [A-Za-z0-9._-] other than '.' and '..', '%s' given",
                     addcslashes(Args::cut($lock), "\0..\37\\'\x7f..\xff")
                 ));
             }
@@ -176,6 +200,23 @@ final class CronGuard
             $h = [$r0 & 0xffff, $r1 & 0xffff, $r2 & 0xffff, $r3 & 0xffff];
         }
         return sprintf('%04x%04x%04x%04x', $h[3], $h[2], $h[1], $h[0]);
+    }
+
+    /**
+     * One error_log() line: control characters (and U+2028/2029) escaped as the extension
+     * escapes them, so no name, holder or message can start a line of its own.
+     */
+    private static function log(string $line)
+    {
+        error_log((string) preg_replace_callback('/[\x00-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]/', function ($m) {
+            $named = ["\t" => '\t', "\n" => '\n', "\r" => '\r'];
+            if (isset($named[$m[0]])) {
+                return $named[$m[0]];
+            }
+            $bytes = $m[0];
+            $code = strlen($bytes) === 1 ? ord($bytes) : (strlen($bytes) === 2 ? ord($bytes[1]) : 0x2000 + ord($bytes[2]) - 0x80);
+            return sprintf('\\u{%x}', $code);
+        }, $line));
     }
 
     private static function what(Lock $lock): string

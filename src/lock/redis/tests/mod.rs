@@ -179,7 +179,10 @@ fn ttl_conversions() {
         let Err(Error::InvalidValue { reason, .. }) = ttl_from_secs(huge) else {
             panic!("{huge} accepted");
         };
-        assert!(reason.contains("at most 315360000 seconds"), "{huge}: {reason}");
+        assert!(
+            reason.contains("at most 315360000 seconds"),
+            "{huge}: {reason}"
+        );
     }
     assert_eq!(ttl_ms(Duration::from_nanos(1)), 1);
     assert_eq!(ttl_ms(Duration::from_millis(1)), 1);
@@ -1019,6 +1022,8 @@ fn once_per_a_job_that_outlasts_its_window_releases() {
     assert_eq!(lost.release(), Ok(false));
     assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
     assert_eq!(pttl(&mut raw, "job"), -1);
+}
+
 /// The lock error a key of the wrong type must give (never "busy").
 fn wrong_type_error(result: Result<bool>, kind: &str) {
     match result {
@@ -1036,7 +1041,10 @@ fn a_key_of_the_wrong_type_is_an_error_not_busy() {
     let server = TestServer::start();
     let mut raw = server.raw();
     let dsn = server.raw_dsn();
-    for (kind, make) in [("list", ["RPUSH", "job", "x"]), ("hash", ["HSET", "job", "f"])] {
+    for (kind, make) in [
+        ("list", ["RPUSH", "job", "x"]),
+        ("hash", ["HSET", "job", "f"]),
+    ] {
         let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
         let mut command = redis::cmd(make[0]);
         command.arg(&make[1..]);
@@ -1048,7 +1056,10 @@ fn a_key_of_the_wrong_type_is_an_error_not_busy() {
         wrong_type_error(lock.acquire(Wait::Once), kind);
         let started = Instant::now();
         wrong_type_error(lock.acquire(within(Duration::from_secs(5))), kind);
-        assert!(started.elapsed() < Duration::from_secs(4), "a waiter does not wait");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "a waiter does not wait"
+        );
         assert!(!lock.is_held());
     }
     // A held key replaced by another type: acquire() on the hold says so too.
@@ -1056,6 +1067,9 @@ fn a_key_of_the_wrong_type_is_an_error_not_busy() {
     let mut lock = new_lock(&dsn, "job", Duration::from_secs(10));
     assert_eq!(lock.acquire(Wait::Once), Ok(true));
     let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
-    let _: i64 = redis::cmd("RPUSH").arg(&["job", "x"]).query(&mut raw).unwrap();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&["job", "x"])
+        .query(&mut raw)
+        .unwrap();
     wrong_type_error(lock.acquire(Wait::Once), "list");
 }
