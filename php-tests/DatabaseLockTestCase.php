@@ -361,6 +361,33 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertTrue($holder->release());
     }
 
+    /**
+     * The server's idle limit (MySQL wait_timeout, PostgreSQL
+     * idle_session_timeout, here 2 s) must not end a DSN lock's own session
+     * while the job runs and lets it idle: no second run may get in.
+     */
+    public function testTheServersIdleTimeoutDoesNotEndADsnLocksSession(): void
+    {
+        $admin = self::$server->adminPdo();
+        $user = self::$server->user();
+        $set = static::databaseKind() === 'mysql'
+            ? ['SET GLOBAL wait_timeout = 2', 'SET GLOBAL wait_timeout = 28800']
+            : ["ALTER ROLE \"$user\" SET idle_session_timeout = '2s'", "ALTER ROLE \"$user\" RESET idle_session_timeout"];
+        $admin->exec($set[0]);
+        try {
+            $name = self::name('idle');
+            $holder = self::dsnLock($name);
+            self::assertTrue($holder->acquire(0));
+            sleep(4);
+            $other = Proc::run('$l = ' . self::dsnLockCode($name) . '; echo $l->acquire(0) ? "GOT IT\n" : "BUSY\n";');
+            self::assertSame("BUSY\n", $other->stdout(), $other->stderr());
+            self::assertTrue($holder->renew(), 'the idle session still holds the lock');
+            self::assertTrue($holder->release());
+        } finally {
+            $admin->exec($set[1]);
+        }
+    }
+
     /** D7: a wait cut short by a signal is not logged as "held by ...". */
     public function testCronGuardLogsAnInterruptedWaitAsInterruptedNotAsBusy(): void
     {
@@ -421,15 +448,26 @@ abstract class DatabaseLockTestCase extends TestCase
         $code = '$pdo = ' . self::pdoCode() . ";\n" . <<<PHP
             \$pdo->beginTransaction();
             \$pdo->query('SELECT 1');
+            if (\$pdo->getAttribute(\PDO::ATTR_DRIVER_NAME) === 'pgsql') {
+                \$pdo->exec("SET LOCAL lock_timeout = '50ms'");
+            }
             \$lock = new \\CronLock\\Database(\$pdo, {$this->export($name)});
             printf("GOT=%s\n", var_export(\$lock->acquire(0.35), true));
             printf("TX=%s\n", var_export(\$pdo->inTransaction(), true));
             printf("SELECT=%s\n", \$pdo->query('SELECT 2')->fetchColumn());
             printf("COMMIT=%s\n", var_export(\$pdo->commit(), true));
             printf("ERRMODE=%d\n", \$pdo->getAttribute(\PDO::ATTR_ERRMODE));
+            if (\$pdo->getAttribute(\PDO::ATTR_DRIVER_NAME) === 'pgsql') {
+                // the user's SET LOCAL ended with the transaction
+                printf("LOCK_TIMEOUT=%s\n", \$pdo->query("SELECT current_setting('lock_timeout')")->fetchColumn());
+            }
             PHP;
         $p = Proc::run($code);
-        self::assertSame("GOT=false\nTX=true\nSELECT=2\nCOMMIT=true\nERRMODE=" . \PDO::ERRMODE_EXCEPTION, trim($p->stdout()), $p->stderr());
+        $expected = "GOT=false\nTX=true\nSELECT=2\nCOMMIT=true\nERRMODE=" . \PDO::ERRMODE_EXCEPTION;
+        if (static::databaseKind() === 'pgsql') {
+            $expected .= "\nLOCK_TIMEOUT=0";
+        }
+        self::assertSame($expected, trim($p->stdout()), $p->stderr());
         self::assertTrue($holder->release());
     }
 

@@ -390,7 +390,7 @@ namespace CronLock {
          *        lives, or a PDO DSN ('mysql:host=db;dbname=app', 'pgsql:host=db;dbname=app')
          *        for a connection of the lock's own, opened at the first acquire(), kept for
          *        the object's lifetime, and opened anew by the next acquire() after it was lost.
-         * @param string $name any non-empty string without NUL bytes (see the mapping above).
+         * @param string $name any non-empty UTF-8 string without NUL bytes (see the mapping above).
          * @param array{user?: string|null, password?: string|null, pdo_options?: array<int, mixed>} $options
          *        with a DSN only: 'user' and 'password' for the login (never put into a
          *        message); 'pdo_options': PDO driver options for the connection (TLS:

@@ -562,8 +562,15 @@ impl DatabaseLock {
                     break Err(err);
                 }
             }
+            // Inside the user's transaction the slice's lock_timeout is
+            // local to it (rolled back with the savepoint), so a SET LOCAL
+            // of the user's never becomes the session's setting.
             let attempt = session.query(
-                "SELECT set_config('lock_timeout', ?, false), pg_advisory_lock(?::bigint)",
+                if in_transaction {
+                    "SELECT set_config('lock_timeout', ?, true), pg_advisory_lock(?::bigint)"
+                } else {
+                    "SELECT set_config('lock_timeout', ?, false), pg_advisory_lock(?::bigint)"
+                },
                 &[&timeout, &param],
             );
             match attempt {
@@ -587,9 +594,12 @@ impl DatabaseLock {
         match outcome {
             Ok(acquired) => {
                 // Inside a transaction the rollbacks above already put it back.
-                if let Err(err) =
-                    session.query("SELECT set_config('lock_timeout', ?, false)", &[&saved])
-                {
+                let restore = if in_transaction {
+                    "SELECT set_config('lock_timeout', ?, true)"
+                } else {
+                    "SELECT set_config('lock_timeout', ?, false)"
+                };
+                if let Err(err) = session.query(restore, &[&saved]) {
                     if acquired {
                         let _ = self.unlock(session);
                     }
@@ -1004,7 +1014,51 @@ pub fn dsn_label(dsn: &str) -> String {
                 .starts_with("password")
         })
         .collect();
-    cut(&format!("{driver}:{}", kept.join(";")))
+    let mut label = format!("{driver}:{}", kept.join(";"));
+    for secret in dsn_secrets(dsn) {
+        label = label.replace(&secret, "***");
+    }
+    cut(&label)
+}
+
+/// Passwords a PDO DSN may carry besides the `'password'` option, so that
+/// no label or message shows them: `password=…` in the `;` form and in
+/// libpq's space-separated form (quoted or not), and the password of a
+/// `postgresql://user:password@host` URI.
+pub fn dsn_secrets(dsn: &str) -> Vec<String> {
+    let mut secrets = Vec::new();
+    let lower = dsn.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(at) = lower[from..].find("password") {
+        let start = from + at + "password".len();
+        from = start;
+        let rest = dsn[start..].trim_start();
+        let Some(value) = rest.strip_prefix('=') else {
+            continue;
+        };
+        let value = value.trim_start();
+        let secret = match value.strip_prefix('\'') {
+            Some(quoted) => quoted.split('\'').next().unwrap_or(""),
+            None => value
+                .split(|c: char| c == ';' || c.is_whitespace())
+                .next()
+                .unwrap_or(""),
+        };
+        if !secret.is_empty() {
+            secrets.push(secret.to_owned());
+        }
+    }
+    if let Some((_, after_scheme)) = dsn.split_once("://") {
+        let authority = after_scheme.split(['/', '?']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            if let Some((_, password)) = userinfo.split_once(':') {
+                if !password.is_empty() {
+                    secrets.push(password.to_owned());
+                }
+            }
+        }
+    }
+    secrets
 }
 
 /// MD5 (RFC 1321), for the PostgreSQL key a DBA computes with `md5()`.
@@ -1145,6 +1199,23 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("'sqlite'"));
+    }
+
+    #[test]
+    fn no_form_of_a_dsn_password_is_shown() {
+        for dsn in [
+            "pgsql:host=127.0.0.1 port=5432 dbname=app user=cron password=S3cretPW",
+            "pgsql:host=127.0.0.1 password = 'S3cretPW' dbname=app",
+            "pgsql:postgresql://cron:S3cretPW@127.0.0.1:5432/app",
+            "mysql:host=db;dbname=app; Password=S3cretPW;charset=utf8mb4",
+        ] {
+            assert!(dsn_secrets(dsn).iter().any(|s| s == "S3cretPW"), "{dsn}");
+            assert!(
+                !dsn_label(dsn).contains("S3cretPW"),
+                "{dsn}: {}",
+                dsn_label(dsn)
+            );
+        }
     }
 
     /// A scripted session: each query pops the next answer.

@@ -206,6 +206,9 @@ struct OwnConnection {
     dsn: String,
     user: Option<String>,
     password: Option<String>,
+    /// The password option and any password in the DSN: cut out of
+    /// every message.
+    secrets: Vec<String>,
     pdo_options: Vec<(i64, Zval)>,
     open: Option<OpenPdo>,
 }
@@ -293,12 +296,16 @@ impl PdoSession {
                 list
             }
         };
+        let password = options.string("password")?;
+        let mut secrets = database::dsn_secrets(dsn);
+        secrets.extend(password.clone());
         Ok(PdoSession {
             flavor,
             connection: Connection::Own(OwnConnection {
                 dsn: dsn.to_owned(),
                 user: options.string("user")?,
-                password: options.string("password")?,
+                password,
+                secrets,
                 pdo_options,
                 open: None,
             }),
@@ -306,10 +313,10 @@ impl PdoSession {
         })
     }
 
-    fn password(&self) -> Option<&str> {
+    fn secrets(&self) -> &[String] {
         match &self.connection {
-            Connection::Own(own) => own.password.as_deref(),
-            Connection::User(_) => None,
+            Connection::Own(own) => &own.secrets,
+            Connection::User(_) => &[],
         }
     }
 
@@ -336,7 +343,7 @@ impl PdoSession {
     }
 
     fn error(&self, exception: &ZendObject, connecting: bool) -> SqlError {
-        sql_error(exception, connecting, self.password())
+        sql_error(exception, connecting, self.secrets())
     }
 }
 
@@ -488,7 +495,7 @@ impl PdoSession {
         SqlError {
             sqlstate,
             code,
-            message: clean_message(&text, self.password()),
+            message: clean_message(&text, self.secrets()),
             connecting: false,
         }
     }
@@ -607,7 +614,7 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
     let constructed =
         pdo.try_call_method("__construct", vec![&own.dsn, &user, &password, &options]);
     if let Some(exception) = ExecutorGlobals::take_exception() {
-        return Err(sql_error(&exception, true, own.password.as_deref()));
+        return Err(sql_error(&exception, true, &own.secrets));
     }
     constructed.map_err(|err| fail(format!("PDO::__construct() could not be called: {err}")))?;
     let fds: Vec<i32> = database::open_sockets()
@@ -626,7 +633,29 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
         // Lets the busy line of another host name this process.
         name_postgres_session(&open.pdo);
     }
+    keep_session_while_idle(&open.pdo, flavor);
     Ok(open)
+}
+
+/// The lock lives exactly as long as its session, and a job may leave its
+/// own connection idle for long: the server's idle limits (MySQL's
+/// `wait_timeout`, often 60-300 s on shared hosts; PostgreSQL's
+/// `idle_session_timeout`) must not end it and so free the lock mid-job.
+/// Best effort: a server that refuses a setting keeps its own.
+fn keep_session_while_idle(pdo: &Zval, flavor: Flavor) {
+    let statements: &[&str] = match flavor {
+        // 31536000 s (a year) is the largest value MySQL and MariaDB accept.
+        Flavor::MySql => &["SET SESSION wait_timeout = 31536000"],
+        // One statement each: idle_session_timeout is PostgreSQL 14+.
+        Flavor::Postgres => &[
+            "SET idle_session_timeout = 0",
+            "SET idle_in_transaction_session_timeout = 0",
+        ],
+    };
+    for sql in statements {
+        let _ = pdo.try_call_method("exec", vec![sql]);
+        let _ = ExecutorGlobals::take_exception();
+    }
 }
 
 /// `application_name` = "cronlock pid N on HOST", unless the DSN set one.
@@ -658,7 +687,7 @@ fn exception_message(exception: &ZendObject) -> String {
 /// SQLSTATE and driver code from `errorInfo` or from PDO's message prefix
 /// ("SQLSTATE[HY000] [2002] …", "SQLSTATE[08006]: …: 7 …"), the server's
 /// words without the prefix, the password (if any) blotted out.
-fn sql_error(exception: &ZendObject, connecting: bool, password: Option<&str>) -> SqlError {
+fn sql_error(exception: &ZendObject, connecting: bool, secrets: &[String]) -> SqlError {
     let message = exception_message(exception);
     let info = exception
         .get_property::<&Zval>("errorInfo")
@@ -688,21 +717,21 @@ fn sql_error(exception: &ZendObject, connecting: bool, password: Option<&str>) -
     SqlError {
         sqlstate: sqlstate.unwrap_or_else(|| "HY000".to_owned()),
         code,
-        message: clean_message(&text.unwrap_or(message), password),
+        message: clean_message(&text.unwrap_or(message), secrets),
         connecting,
     }
 }
 
 /// The server's words: without libpq's "ERROR:  " prefixes and trailing
 /// newlines, and the password (if any) blotted out.
-fn clean_message(text: &str, password: Option<&str>) -> String {
+fn clean_message(text: &str, secrets: &[String]) -> String {
     let mut text = text
         .replace("ERROR:  ", "")
         .replace("FATAL:  ", "")
         .trim()
         .replace('\n', " ");
-    if let Some(password) = password.filter(|p| p.len() >= 3) {
-        text = text.replace(password, "***");
+    for secret in secrets.iter().filter(|s| s.len() >= 3) {
+        text = text.replace(secret.as_str(), "***");
     }
     if text.is_empty() {
         text = "unknown error".to_owned();
