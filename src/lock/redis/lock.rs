@@ -6,7 +6,7 @@ use super::dsn::{parse_dsn, Secrets};
 use super::errors::{describe_failure, makes_lock_unusable, plain_io, Failed, Failure};
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
-use super::redlock::{drift, in_parallel, on_all, verdict, Node, Verdict};
+use super::redlock::{drift, in_parallel, on_all, quorum, verdict, Node, Verdict};
 use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
@@ -674,7 +674,7 @@ impl RedisLock {
     }
 
     /// Deletes the key (on every Redlock master) if an unanswered acquire
-    /// left our token in it. `Ok(true)`: it had (on a majority). Best
+    /// left our token in it. `Ok(true)`: it had (on some master). Best
     /// effort, so that the end of a request or a destructor never hangs on
     /// a stalled server: one try per server, without following a failover
     /// or redirection (the script went to the server we talked to), its
@@ -701,19 +701,28 @@ impl RedisLock {
                 conn.set_write_timeout(Some(options.read_timeout))?;
                 reply
             })
-            .map(|reply| (reply, false))
         });
-        let redlock = self.is_redlock();
-        // As for release: for Redlock, a master without the key (-1) is no
-        // reason to report the rest as not deleted.
-        match verdict(results, |reply, _| reply == 1 || (reply == -1 && redlock)) {
-            Verdict::Yes => Ok(true),
-            Verdict::No => Ok(false),
-            Verdict::Unknown(failures) => match failures.first() {
-                Some((_, failure)) if !redlock => Err(self.error(0, "release", failure)),
-                _ => Err(self.majority_error("release", &failures).error),
-            },
+        let mut deleted = false;
+        let mut failures = Vec::new();
+        for (index, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(1) => deleted = true,
+                Ok(_) => {}
+                Err(failure) => failures.push((index, failure)),
+            }
         }
+        if deleted || failures.len() < quorum(self.nodes.len()) {
+            return Ok(deleted);
+        }
+        // The message names the timeouts this try had.
+        let options = mem::replace(&mut self.options, bounded);
+        let error = if self.is_redlock() {
+            self.majority_error("release", &failures).error
+        } else {
+            self.error(0, "release", &failures[0].1)
+        };
+        self.options = options;
+        Err(error)
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
