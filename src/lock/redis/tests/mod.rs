@@ -1151,3 +1151,33 @@ fn an_unanswered_acquire_is_taken_over_or_cleaned_up_by_its_object() {
     drop(lock);
     assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
 }
+
+#[test]
+fn a_forked_child_forgets_the_parents_unanswered_acquire() {
+    let _env = ENV_LOCK.lock();
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let options = RedisOptions {
+        read_timeout: Duration::from_millis(300),
+        connect_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    };
+    let mut lock =
+        RedisLock::new(&server.raw_dsn(), "job", Duration::from_secs(60), options).unwrap();
+    let stalled = acquire_through_a_stall(&server, &mut lock);
+
+    // SAFETY: the child only runs the lock's fork-aware code and leaves by
+    // _exit, without running the test harness's code.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let forgot = lock.release() == Ok(false) && lock.acquire(Wait::Once) == Ok(false);
+        drop(lock);
+        // SAFETY: ends the child without unwinding or atexit handlers.
+        unsafe { libc::_exit(if forgot { 0 } else { 1 }) }
+    }
+    assert_eq!(exit_status(pid), 0);
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(stalled.as_str()));
+    assert_eq!(lock.release(), Ok(true), "still the parent's to clean up");
+    assert_eq!(get(&mut raw, "job"), None);
+}
