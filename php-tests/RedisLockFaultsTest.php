@@ -350,6 +350,54 @@ final class RedisLockFaultsTest extends TestCase
         return $value;
     }
 
+    /**
+     * @group extension-only
+     * cronlock/polyfill does not keep the token of an unanswered acquire yet.
+     */
+    public function testAnAcquireThatGotNoAnswerIsTakenOverOrCleanedUpByItsObject(): void
+    {
+        if (!function_exists('posix_kill')) {
+            self::markTestSkipped('needs ext-posix');
+        }
+        $server = $this->server();
+        $options = ['read_timeout' => 0.3, 'connect_timeout' => 0.3];
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        $stalled = self::acquireThroughAStall($server, $lock);
+        self::assertTrue($lock->acquire(0), 'the leftover is ours');
+        self::assertSame($stalled, $lock->token());
+        self::assertTrue($lock->release());
+        self::assertNull($server->command('GET', 'cron:stall'));
+
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        self::acquireThroughAStall($server, $lock);
+        self::assertTrue($lock->release());
+        self::assertNull($server->command('GET', 'cron:stall'));
+
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        self::acquireThroughAStall($server, $lock);
+        unset($lock);
+        self::assertNull($server->command('GET', 'cron:stall'), 'destruction cleans up');
+
+        // cron_guard() throws; the next run (another process) is not skipped.
+        $lock = new Redis($server->dsn(), 'cron:stall', 60.0, $options);
+        self::assertTrue($lock->acquire(0));
+        self::assertTrue($lock->release());
+        posix_kill($server->pid(), SIGSTOP);
+        try {
+            self::throws(ConnectionException::class, fn () => cron_guard(fn () => 'RAN', $lock));
+        } finally {
+            usleep(1_500_000);
+            posix_kill($server->pid(), SIGCONT);
+        }
+        usleep(200_000);
+        unset($lock);
+        $p = Proc::run(sprintf(
+            'var_dump(cron_guard(fn () => "run 2 ran", new \CronLock\Redis(%s, "cron:stall", 60.0)));',
+            var_export($server->dsn(), true),
+        ));
+        self::assertStringContainsString('run 2 ran', $p->stdout(), $p->stderr());
+    }
+
     // ------------------------------------------------------------------ D6
 
     public function testMessagesSayWhatHappenedInWords(): void

@@ -286,6 +286,13 @@ namespace CronLock {
          * paused server is retried until the deadline; the last failure is thrown only
          * when the deadline passes (with $timeout < 0: retried until it is back).
          *
+         * An acquire that got no answer may still have set the key (a stalled server
+         * runs the script when it resumes): this object remembers its token, its next
+         * acquire() takes such a key as its own, and release(), destruction and the end
+         * of the request delete it if it still holds that token (Redlock: on every
+         * master; best effort, so they never hang: one try, its reply awaited at most
+         * 1 s; if that fails, the key expires by its TTL).
+         *
          * @throws ConnectionException when Redis cannot be reached, refuses us (auth,
          *         ACL, out of memory, read-only replica) or times out: the message names
          *         the address, the key (cut to 200 characters) and the reason.
@@ -311,6 +318,8 @@ namespace CronLock {
          * Token-checked DEL; false (key untouched) when it is no longer ours. Sent once
          * more on a new connection when the connection broke; a key found gone on that
          * second try counts as released (the first try most likely deleted it).
+         * After an acquire() that got no answer (see there): true when the key held
+         * its token and was deleted.
          *
          * Redlock: sent to every master; true when held, whatever a minority answered.
          *

@@ -23,6 +23,12 @@ pub(super) enum Failure {
 }
 
 impl Failure {
+    /// Whether a command that was `sent` (at least once) may have run, or
+    /// may run yet: anything but the server's error reply.
+    pub(super) fn left_unanswered(&self, sent: bool) -> bool {
+        sent && !matches!(self, Failure::Command(err) if err.kind() != ErrorKind::Io)
+    }
+
     /// Whether a waiter should try again: the server could not be reached,
     /// the connection broke or timed out, or the server said "not now".
     pub(super) fn is_transient(&self) -> bool {
@@ -35,10 +41,12 @@ impl Failure {
     }
 }
 
-/// A failed command: the error for PHP, and whether a wait rides it out.
+/// A failed command: the error for PHP, whether a wait rides it out, and
+/// whether the command was sent without a reply (so it may still run).
 pub(super) struct Failed {
     pub(super) error: Error,
     pub(super) transient: bool,
+    pub(super) unanswered: bool,
 }
 
 impl From<Failed> for Error {

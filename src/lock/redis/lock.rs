@@ -1,12 +1,12 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
 use super::cluster::{companions, Cluster};
-use super::connection::run_retrying_once;
+use super::connection::{run_retrying_once, with_connection};
 use super::dsn::{parse_dsn, Secrets};
 use super::errors::{describe_failure, makes_lock_unusable, plain_io, Failed, Failure};
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
-use super::redlock::{drift, on_all, verdict, Node, Verdict};
+use super::redlock::{drift, in_parallel, on_all, quorum, verdict, Node, Verdict};
 use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
@@ -56,6 +56,12 @@ pub struct RedisLock {
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
     /// acquire.
     once_per: Option<Duration>,
+    /// The token of an acquire that got no answer (a stalled or vanished
+    /// server): the script may still have run, or run later, and then the
+    /// key holds this token for the whole TTL. The next acquire reuses it
+    /// (the script takes "key == our token" as ours) and release or drop
+    /// deletes the key if it holds it. For Redlock: any master may.
+    pub(super) unsettled: Option<String>,
 }
 
 /// What we know about a key we acquired.
@@ -109,6 +115,10 @@ pub(super) enum Attempt {
 /// Shortest and longest pause of a waiter whose server fails.
 pub(super) const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
 pub(super) const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// Longest wait for a connection or a reply when deleting the key of an
+/// unanswered acquire (see [`RedisLock::release`]).
+pub(super) const UNSETTLED_CLEANUP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Longest single sleep of a waiter, so that PHP's pending signal handlers
 /// run within about this long.
@@ -246,6 +256,7 @@ impl RedisLock {
             last_holder: None,
             busy_here: false,
             once_per: None,
+            unsettled: None,
         })
     }
 
@@ -267,7 +278,9 @@ impl RedisLock {
     /// the latest when the holder's key expires, and every 50 ms for holders
     /// that delete without publishing. A server that cannot be reached or
     /// stops answering while we wait is retried (20 to 100 ms apart) until
-    /// the deadline; only then is its last failure the error.
+    /// the deadline; only then is its last failure the error. Its token is
+    /// kept when the last try got no answer, for the next acquire, release
+    /// or drop.
     ///
     /// # Errors
     ///
@@ -295,12 +308,15 @@ impl RedisLock {
                 sys::current_pid()
             )));
         }
-        let token = format!(
-            "{}:{}@{}",
-            random_token()?,
-            sys::current_pid(),
-            sys::hostname()
-        );
+        let token = match &self.unsettled {
+            Some(token) => token.clone(),
+            None => format!(
+                "{}:{}@{}",
+                random_token()?,
+                sys::current_pid(),
+                sys::hostname()
+            ),
+        };
         if wait == Wait::Once {
             return match self.attempt(&token, Mode::Take)? {
                 Attempt::Ours(fence, sent, window_end) => {
@@ -344,6 +360,7 @@ impl RedisLock {
                 Err(Failed {
                     error,
                     transient: true,
+                    ..
                 }) => {
                     // A restart, failover or pause: ride it out until the
                     // deadline. The subscription died with the server.
@@ -373,11 +390,25 @@ impl RedisLock {
     }
 
     /// One run of the acquire script (retried once on a broken connection:
-    /// it is idempotent for a given token).
+    /// it is idempotent for a given token). A take or wait whose script got
+    /// no answer keeps `token` as [`RedisLock::unsettled`]; one that found
+    /// the key held by someone else drops it.
     fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
         if self.is_redlock() {
             return self.attempt_on_masters(token, mode);
         }
+        let outcome = self.attempt_on_one(token, mode);
+        if mode != Mode::Confirm {
+            match &outcome {
+                Err(failed) if failed.unanswered => self.unsettled = Some(token.to_owned()),
+                Ok(Attempt::Busy(_)) => self.unsettled = None,
+                _ => {}
+            }
+        }
+        outcome
+    }
+
+    fn attempt_on_one(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
         let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
         let replicas = if mode == Mode::Confirm {
@@ -398,7 +429,7 @@ impl RedisLock {
             })?;
         if acquired == 1 && acks < i64::from(replicas) {
             // Not safe from a failover yet: give it back.
-            let _ = self.delete_if_ours(token);
+            let given_back = self.delete_if_ours(token);
             return Err(Failed {
                 error: Error::Connection(self.secrets.scrub(format!(
                     "{} was taken, but only {acks} of the {replicas} replicas asked for \
@@ -406,6 +437,7 @@ impl RedisLock {
                     self.describe()
                 ))),
                 transient: true,
+                unanswered: given_back.is_err(),
             });
         }
         if acquired == 1 {
@@ -502,6 +534,7 @@ impl RedisLock {
         } else {
             None
         };
+        self.unsettled = None;
         registry::register(&self.name, self.id, self.owner_pid, &token, &state);
         self.hold = Some(Hold {
             token,
@@ -581,7 +614,8 @@ impl RedisLock {
     /// released it; `Ok(false)`: we did not hold it (never acquired, already
     /// released, lost to someone else, whose key is left alone, past its
     /// TTL without renewal, which sends nothing, or in a forked child).
-    /// Either way the lock is not held afterwards.
+    /// Either way the lock is not held afterwards. Not held, but an acquire
+    /// got no answer: deletes the key if it holds that acquire's token.
     ///
     /// # Errors
     ///
@@ -590,7 +624,7 @@ impl RedisLock {
     pub fn release(&mut self) -> Result<bool> {
         self.adopt_process();
         let Some(hold) = self.take_hold() else {
-            return Ok(false);
+            return self.release_unsettled();
         };
         // Stop the renewer now; joining waits until after the delete so
         // waiters are not kept waiting for an in-flight renewal.
@@ -637,6 +671,58 @@ impl RedisLock {
             // (or, for Redlock, a minority master never had it).
             |reply, retried| reply == 1 || reply == 2 || (reply == -1 && (retried || redlock)),
         )
+    }
+
+    /// Deletes the key (on every Redlock master) if an unanswered acquire
+    /// left our token in it. `Ok(true)`: it had (on some master). Best
+    /// effort, so that the end of a request or a destructor never hangs on
+    /// a stalled server: one try per server, without following a failover
+    /// or redirection (the script went to the server we talked to), its
+    /// connect and reply awaited at most [`UNSETTLED_CLEANUP_TIMEOUT`], and
+    /// the token is forgotten either way (the key then expires by its TTL).
+    fn release_unsettled(&mut self) -> Result<bool> {
+        let Some(token) = self.unsettled.take() else {
+            return Ok(false);
+        };
+        let mut invocation = scripts().release.prepare_invoke();
+        invocation.key(&self.key).arg(&token).arg(&self.channel);
+        let options = self.options;
+        let bounded = RedisOptions {
+            connect_timeout: options.connect_timeout.min(UNSETTLED_CLEANUP_TIMEOUT),
+            read_timeout: options.read_timeout.min(UNSETTLED_CLEANUP_TIMEOUT),
+            ..options
+        };
+        let results = in_parallel(&mut self.nodes, &|node| {
+            with_connection(&mut node.conn, &node.server, &bounded, |conn| {
+                conn.set_read_timeout(Some(bounded.read_timeout))?;
+                let reply = invocation.invoke::<i64>(conn);
+                // The connection may be kept for the next command.
+                conn.set_read_timeout(Some(options.read_timeout))?;
+                conn.set_write_timeout(Some(options.read_timeout))?;
+                reply
+            })
+        });
+        let mut deleted = false;
+        let mut failures = Vec::new();
+        for (index, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(1) => deleted = true,
+                Ok(_) => {}
+                Err(failure) => failures.push((index, failure)),
+            }
+        }
+        if deleted || failures.len() < quorum(self.nodes.len()) {
+            return Ok(deleted);
+        }
+        // The message names the timeouts this try had.
+        let options = mem::replace(&mut self.options, bounded);
+        let error = if self.is_redlock() {
+            self.majority_error("release", &failures).error
+        } else {
+            self.error(0, "release", &failures[0].1)
+        };
+        self.options = options;
+        Err(error)
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
@@ -777,6 +863,8 @@ impl RedisLock {
                 sentinel.forget_connection();
             }
             mem::forget(self.hold.take());
+            // The parent's token: never this process's to take or delete.
+            self.unsettled = None;
             self.owner_pid = pid;
         }
     }
@@ -789,7 +877,7 @@ impl RedisLock {
         &mut self,
         op: &str,
         in_wait: bool,
-        command: impl FnMut(&mut Connection) -> RedisResult<T>,
+        mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failed> {
         let node = &mut self.nodes[0];
         if let Some(sentinel) = &mut self.sentinel {
@@ -800,22 +888,29 @@ impl RedisLock {
                         shorten(&self.key)
                     ))),
                     transient: true,
+                    unanswered: false,
                 });
             }
         }
+        let mut sent = false;
+        let noting_sent = |conn: &mut Connection| {
+            sent = true;
+            command(conn)
+        };
         let result = match &mut self.cluster {
-            Some(cluster) => cluster.run(node, &self.options, in_wait, command),
+            Some(cluster) => cluster.run(node, &self.options, in_wait, noting_sent),
             None => run_retrying_once(
                 &mut node.conn,
                 &node.server,
                 &self.options,
                 in_wait,
-                command,
+                noting_sent,
             ),
         };
         result.map_err(|failure| Failed {
             error: self.error(0, op, &failure),
             transient: failure.is_transient(),
+            unanswered: failure.left_unanswered(sent),
         })
     }
 
@@ -855,7 +950,7 @@ impl RedisLock {
 impl Drop for RedisLock {
     fn drop(&mut self) {
         self.adopt_process();
-        if self.hold.is_some() {
+        if self.hold.is_some() || self.unsettled.is_some() {
             // Nobody to tell; the key expires by its TTL.
             let _ = self.release();
         }

@@ -47,6 +47,9 @@ pub(super) fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
+/// One node's result of [`on_all`]: the value and whether it ran twice.
+pub(super) type NodeResult<T> = Result<(T, bool), Failure>;
+
 /// Runs `command` on every node, all at once when there are several
 /// (one scoped thread each), and returns each node's result in node order:
 /// the value and whether it ran twice. One node runs on this thread.
@@ -54,15 +57,44 @@ pub(super) fn on_all<T: Send>(
     nodes: &mut [Node],
     options: &RedisOptions,
     command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
-) -> Vec<Result<(T, bool), Failure>> {
+) -> Vec<NodeResult<T>> {
+    in_parallel(nodes, &|node| {
+        run_retrying_once(&mut node.conn, &node.server, options, false, command)
+    })
+}
+
+/// [`on_all`], also saying for each node whether `command` was sent to it
+/// (at least once), so that a failure can tell "may have run" from "never
+/// went out".
+pub(super) fn on_all_noting_sent<T: Send>(
+    nodes: &mut [Node],
+    options: &RedisOptions,
+    command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+) -> Vec<(NodeResult<T>, bool)> {
+    let results = in_parallel(nodes, &|node| {
+        let mut sent = false;
+        let result = run_retrying_once(&mut node.conn, &node.server, options, false, |conn| {
+            sent = true;
+            command(conn)
+        });
+        Ok((result, sent))
+    });
+    results
+        .into_iter()
+        .map(|outcome| match outcome {
+            Ok((result, sent)) => (result, sent),
+            Err(failure) => (Err(failure), false),
+        })
+        .collect()
+}
+
+/// Runs `run` on every node, one scoped thread each when there are several.
+pub(super) fn in_parallel<T: Send>(
+    nodes: &mut [Node],
+    run: &(dyn Fn(&mut Node) -> Result<T, Failure> + Sync),
+) -> Vec<Result<T, Failure>> {
     if let [node] = nodes {
-        return vec![run_retrying_once(
-            &mut node.conn,
-            &node.server,
-            options,
-            false,
-            command,
-        )];
+        return vec![run(node)];
     }
     thread::scope(|scope| {
         let started: Vec<_> = nodes
@@ -70,11 +102,9 @@ pub(super) fn on_all<T: Send>(
             .map(|node| {
                 thread::Builder::new()
                     .name("cronlock-redlock".to_owned())
-                    .spawn_scoped(scope, move || {
-                        // No signal check here: the engine's interrupt flag
-                        // belongs to the PHP thread, which checks it after.
-                        run_retrying_once(&mut node.conn, &node.server, options, false, command)
-                    })
+                    // No signal check here: the engine's interrupt flag
+                    // belongs to the PHP thread, which checks it after.
+                    .spawn_scoped(scope, move || run(node))
             })
             .collect();
         started
@@ -143,10 +173,13 @@ impl RedisLock {
     ) -> std::result::Result<Attempt, Failed> {
         let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
-        let results = on_all(&mut self.nodes, &self.options, &|conn| {
+        let results = on_all_noting_sent(&mut self.nodes, &self.options, &|conn| {
             invocation.invoke::<AcquireReply>(conn)
         });
         let elapsed = sent.elapsed();
+        // A master that got the script but did not answer may set the key
+        // yet (a stalled one runs it when it resumes).
+        let mut left_ours = false;
         let masters = results.len();
         let needed = quorum(masters);
         let mut granted = Vec::new();
@@ -154,7 +187,7 @@ impl RedisLock {
         let mut expires_in: Option<Duration> = None;
         let mut window_end = 0;
         let mut failures = Vec::new();
-        for (index, result) in results.into_iter().enumerate() {
+        for (index, (result, reached)) in results.into_iter().enumerate() {
             match result {
                 Ok(((1, _, _, ends), _)) => {
                     granted.push(index);
@@ -171,7 +204,10 @@ impl RedisLock {
                         expires_in = Some(expires_in.map_or(pttl, |e| e.min(pttl)));
                     }
                 }
-                Err(failure) => failures.push((index, failure)),
+                Err(failure) => {
+                    left_ours |= failure.left_unanswered(reached);
+                    failures.push((index, failure));
+                }
             }
         }
         let in_time = elapsed + drift(self.ttl) < self.ttl;
@@ -187,7 +223,13 @@ impl RedisLock {
             return Err(self.majority_error("acquire", &failures));
         }
         if !granted.is_empty() {
-            self.undo_grants(token, &granted);
+            left_ours |= !self.undo_grants(token, &granted);
+        }
+        if left_ours {
+            self.unsettled = Some(token.to_owned());
+        } else if failures.is_empty() {
+            // Every master answered, and none holds our token.
+            self.unsettled = None;
         }
         if granted.len() + busy >= needed {
             Ok(Attempt::Busy(expires_in))
@@ -198,8 +240,8 @@ impl RedisLock {
 
     /// Best effort: deletes the key (if still ours) on the masters that
     /// granted an attempt that did not win, so that it does not block the
-    /// next one. A master that did not answer keeps ours until its TTL.
-    fn undo_grants(&mut self, token: &str, granted: &[usize]) {
+    /// next one. `false`: a master did not answer, and may keep ours.
+    fn undo_grants(&mut self, token: &str, granted: &[usize]) -> bool {
         let mut invocation = scripts().release.prepare_invoke();
         invocation.key(&self.key).arg(token).arg(&self.channel);
         let mut nodes: Vec<Node> = granted
@@ -209,12 +251,13 @@ impl RedisLock {
                 conn: self.nodes[index].conn.take(),
             })
             .collect();
-        let _ = on_all(&mut nodes, &self.options, &|conn| {
+        let results = on_all(&mut nodes, &self.options, &|conn| {
             invocation.invoke::<i64>(conn)
         });
         for (node, &index) in nodes.into_iter().zip(granted) {
             self.nodes[index].conn = node.conn;
         }
+        results.iter().all(Result::is_ok)
     }
 
     /// Too few masters answered `op`: each one's failure, in one message.
@@ -242,6 +285,8 @@ impl RedisLock {
                 Error::Connection(message)
             },
             transient: failures.iter().all(|(_, failure)| failure.is_transient()),
+            // Callers that need it (the acquire) count it per master.
+            unanswered: false,
         }
     }
 }

@@ -1073,3 +1073,111 @@ fn a_key_of_the_wrong_type_is_an_error_not_busy() {
         .unwrap();
     wrong_type_error(lock.acquire(Wait::Once), "list");
 }
+
+/// Stops `server` for 1.5 s while `lock` acquires: the acquire gets no
+/// answer, and the script runs once the server resumes. Returns the value
+/// the key holds then: the token of the unanswered acquire.
+fn acquire_through_a_stall(server: &TestServer, lock: &mut RedisLock) -> String {
+    let pid = libc::pid_t::try_from(server.child.id()).unwrap();
+    let signal = |signal| {
+        // SAFETY: `pid` is our own redis-server child.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    };
+    // Connected: the acquire's script is sent before the stall shows.
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    assert_eq!(lock.release(), Ok(true));
+    signal(libc::SIGSTOP);
+    let resumed = Instant::now() + Duration::from_millis(1500);
+    let error = connection_error(lock.acquire(Wait::Once));
+    assert!(error.contains("no answer within"), "{error}");
+    assert!(!lock.is_held());
+    thread::sleep(resumed.saturating_duration_since(Instant::now()));
+    signal(libc::SIGCONT);
+    let mut raw = server.raw();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stalled = loop {
+        match get(&mut raw, "job") {
+            Some(value) => break value,
+            None if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            None => panic!("the stalled script did not run on resume"),
+        }
+    };
+    assert!(stalled.contains(&format!(":{}@", sys::current_pid())));
+    stalled
+}
+
+#[test]
+fn an_unanswered_acquire_is_taken_over_or_cleaned_up_by_its_object() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let options = RedisOptions {
+        read_timeout: Duration::from_millis(300),
+        connect_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    };
+    let ttl = Duration::from_secs(60);
+    let new = || RedisLock::new(&server.raw_dsn(), "job", ttl, options).unwrap();
+
+    // The next acquire() takes the key over as ours, with the same token.
+    let mut lock = new();
+    let stalled = acquire_through_a_stall(&server, &mut lock);
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    assert_eq!(lock.token(), Some(stalled.as_str()));
+    assert!(pttl(&mut raw, "job") > 50_000);
+    assert_eq!(lock.release(), Ok(true));
+    assert_eq!(get(&mut raw, "job"), None);
+
+    // release() deletes it.
+    let mut lock = new();
+    acquire_through_a_stall(&server, &mut lock);
+    assert_eq!(lock.release(), Ok(true));
+    assert_eq!(get(&mut raw, "job"), None);
+    assert_eq!(lock.release(), Ok(false), "only once");
+
+    // So does dropping the object.
+    let mut lock = new();
+    acquire_through_a_stall(&server, &mut lock);
+    drop(lock);
+    assert_eq!(get(&mut raw, "job"), None);
+
+    // A key someone else took meanwhile is left alone.
+    let mut lock = new();
+    acquire_through_a_stall(&server, &mut lock);
+    let _: () = redis::cmd("SET")
+        .arg(&["job", "other"])
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(lock.acquire(Wait::Once), Ok(false));
+    drop(lock);
+    assert_eq!(get(&mut raw, "job").as_deref(), Some("other"));
+}
+
+#[test]
+fn a_forked_child_forgets_the_parents_unanswered_acquire() {
+    let _env = ENV_LOCK.lock();
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let options = RedisOptions {
+        read_timeout: Duration::from_millis(300),
+        connect_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    };
+    let mut lock =
+        RedisLock::new(&server.raw_dsn(), "job", Duration::from_secs(60), options).unwrap();
+    let stalled = acquire_through_a_stall(&server, &mut lock);
+
+    // SAFETY: the child only runs the lock's fork-aware code and leaves by
+    // _exit, without running the test harness's code.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let forgot = lock.release() == Ok(false) && lock.acquire(Wait::Once) == Ok(false);
+        drop(lock);
+        // SAFETY: ends the child without unwinding or atexit handlers.
+        unsafe { libc::_exit(if forgot { 0 } else { 1 }) }
+    }
+    assert_eq!(exit_status(pid), 0);
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(stalled.as_str()));
+    assert_eq!(lock.release(), Ok(true), "still the parent's to clean up");
+    assert_eq!(get(&mut raw, "job"), None);
+}

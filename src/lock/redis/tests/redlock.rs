@@ -335,3 +335,66 @@ fn no_two_holders_while_masters_are_stopped_and_paused_in_turn() {
         "the lock kept changing hands: {turns} turns ({lost} losses reported)"
     );
 }
+
+#[test]
+fn an_unanswered_redlock_acquire_is_taken_over_or_cleaned_up_on_every_master() {
+    let servers = masters(3);
+    let dsns = dsns(&servers);
+    let ttl = Duration::from_secs(60);
+    // Masters 1 and 2 get the script but stall: no majority answers, and
+    // once they resume they set the key to the token of the failed acquire.
+    let through_a_stall = |lock: &mut RedisLock| -> String {
+        assert_eq!(lock.acquire(Wait::Once), Ok(true), "connected");
+        assert_eq!(lock.release(), Ok(true));
+        signal(&servers[1], libc::SIGSTOP);
+        signal(&servers[2], libc::SIGSTOP);
+        let message = connection_error(lock.acquire(Wait::Once));
+        assert!(message.contains("no answer within 300 ms"), "{message}");
+        assert!(!lock.is_held());
+        thread::sleep(Duration::from_millis(1000));
+        signal(&servers[1], libc::SIGCONT);
+        signal(&servers[2], libc::SIGCONT);
+        let values: Vec<Option<String>> = servers[1..]
+            .iter()
+            .map(|server| {
+                let mut raw = server.raw();
+                let deadline = Instant::now() + Duration::from_secs(5);
+                loop {
+                    match get(&mut raw, "job") {
+                        None if Instant::now() < deadline => {
+                            thread::sleep(Duration::from_millis(10));
+                        }
+                        value => break value,
+                    }
+                }
+            })
+            .collect();
+        assert_eq!(values[0], values[1]);
+        assert_eq!(get(&mut servers[0].raw(), "job"), None, "undone");
+        values[0].clone().expect("the stalled script ran on resume")
+    };
+    let keys_left = || {
+        servers
+            .iter()
+            .filter(|server| get(&mut server.raw(), "job").is_some())
+            .count()
+    };
+
+    let mut lock = redlock(&dsns, ttl, quick());
+    let stalled = through_a_stall(&mut lock);
+    assert_eq!(lock.acquire(Wait::Once), Ok(true), "taken over");
+    assert_eq!(lock.token(), Some(stalled.as_str()));
+    assert_eq!(lock.release(), Ok(true));
+    assert_eq!(keys_left(), 0);
+
+    let mut lock = redlock(&dsns, ttl, quick());
+    through_a_stall(&mut lock);
+    assert_eq!(lock.release(), Ok(true));
+    assert_eq!(keys_left(), 0);
+    assert_eq!(lock.release(), Ok(false), "only once");
+
+    let mut lock = redlock(&dsns, ttl, quick());
+    through_a_stall(&mut lock);
+    drop(lock);
+    assert_eq!(keys_left(), 0);
+}
