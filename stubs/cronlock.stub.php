@@ -109,7 +109,8 @@ namespace CronLock {
      * - flock(2) locks the file, not the path. If the path is unlinked or replaced while held,
      *   another run can lock the new file there: that is not prevented. The holder finds out:
      *   renew(), Guard::renew() and acquire() then return false and drop the hold. A waiter
-     *   whose file is replaced while it waits locks the file the path names now.
+     *   whose file is replaced while it waits gets the old file's lock first (when its holder
+     *   lets go), notices, and then locks the file the path names now.
      * - Two File objects on one file (same device and inode) in one thread: while one holds
      *   it, the other's acquire(0) is false at once and acquire($timeout != 0) throws
      *   LockException ("... through another CronLock\File object; waiting for it would
