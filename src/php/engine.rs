@@ -60,15 +60,9 @@ pub fn restore_frame(frame: *mut zend_execute_data) {
 pub fn with_room_for_cleanup<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: plain setter of the request's allocator limit.
     unsafe { zend_set_memory_limit(usize::MAX >> 1) };
-    let oom_state = delayed_oom_state();
-    let blocked = oom_state.filter(|state| *state != OOM_STATE_NONE);
-    if blocked.is_some() {
-        set_delayed_oom_state(OOM_STATE_NONE);
-    }
+    let refused = super::shim::lift_delayed_oom();
     let result = f();
-    if let Some(state) = blocked {
-        set_delayed_oom_state(state);
-    }
+    super::shim::restore_delayed_oom(refused);
     let configured = ProcessGlobals::get().memory_limit;
     let limit = usize::try_from(configured).unwrap_or(usize::MAX >> 1);
     // SAFETY: as above. Below the memory in use it fails (as PHP's own
@@ -79,47 +73,6 @@ pub fn with_room_for_cleanup<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     result
-}
-
-const OOM_STATE_NONE: u32 = 0;
-const OOM_STATE_LAST: u32 = 3;
-
-/// Where `EG(delayed_oom).state` lives on builds that have it (they export
-/// `zend_handle_delayed_oom`): `zend_oom_info { zend_oom_state state;
-/// uint32_t lineno; zend_string *message; zend_string *filename; }` is the
-/// last member of the executor globals there. Read from the engine's own
-/// layout (the bindings of the headers we are built against), never
-/// hard-coded; `None` on builds without it.
-fn delayed_oom_state_ptr() -> Option<*mut u32> {
-    static HAS_DELAYED_OOM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let has = *HAS_DELAYED_OOM.get_or_init(|| {
-        // SAFETY: dlsym with a NUL-terminated name in the global namespace.
-        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"zend_handle_delayed_oom".as_ptr()) }.is_null()
-    });
-    if !has {
-        return None;
-    }
-    const OOM_INFO_SIZE: usize = 4 + 4 + 2 * std::mem::size_of::<usize>();
-    let globals = std::ptr::from_ref::<ExecutorGlobals>(&ExecutorGlobals::get()).cast::<u8>();
-    let offset = std::mem::size_of::<ExecutorGlobals>().checked_sub(OOM_INFO_SIZE)?;
-    // SAFETY: within the executor globals (offset + 4 <= their size).
-    Some(unsafe { globals.add(offset) }.cast::<u32>().cast_mut())
-}
-
-fn delayed_oom_state() -> Option<u32> {
-    let ptr = delayed_oom_state_ptr()?;
-    // SAFETY: a u32 inside the executor globals (see above), aligned as the
-    // struct's last member (8-aligned) is.
-    let state = unsafe { ptr.read() };
-    // Anything else means the layout is not the one expected: touch nothing.
-    (state <= OOM_STATE_LAST).then_some(state)
-}
-
-fn set_delayed_oom_state(state: u32) {
-    if let Some(ptr) = delayed_oom_state_ptr() {
-        // SAFETY: as in delayed_oom_state, which checked this layout.
-        unsafe { ptr.write(state) };
-    }
 }
 
 /// Runs `f` with any pending exception (or `exit()` unwind) set aside, so

@@ -269,3 +269,31 @@ bool cronlock_php_cwd(char *buf, size_t len)
 {
 	return VCWD_GETCWD(buf, len) != NULL;
 }
+
+/* Builds that delay an out-of-memory error (Debian's PHP 8.2 backport:
+ * ZEND_HAS_OOM) refuse every function call while EG(delayed_oom).state is
+ * set. Lifts that refusal, returning the state to put back; -1 on builds
+ * without it (or when nothing was refused). */
+int cronlock_lift_delayed_oom(void)
+{
+#ifdef ZEND_HAS_OOM
+	if (ZEND_HAS_OOM()) {
+		int state = (int) EG(delayed_oom).state;
+		EG(delayed_oom).state = ZEND_OOM_STATE_NONE;
+		return state;
+	}
+#endif
+	return -1;
+}
+
+/* Puts back what cronlock_lift_delayed_oom() returned. */
+void cronlock_restore_delayed_oom(int state)
+{
+#ifdef ZEND_HAS_OOM
+	if (state >= 0) {
+		EG(delayed_oom).state = (zend_oom_state) state;
+	}
+#else
+	(void) state;
+#endif
+}

@@ -47,6 +47,8 @@ extern "C" {
     fn cronlock_parse_callable(arg: *mut Zval) -> bool;
     fn cronlock_php_cwd(buf: *mut c_char, len: usize) -> bool;
     fn cronlock_string_release(string: *mut zend_string);
+    fn cronlock_lift_delayed_oom() -> i32;
+    fn cronlock_restore_delayed_oom(state: i32);
 }
 
 /// The PHP this build was compiled against: version, API number, ZTS.
@@ -68,6 +70,18 @@ pub fn vm_interrupted() -> bool {
 }
 
 /// Calls `visit` with every live object of this request (RSHUTDOWN).
+/// Lifts a delayed out-of-memory error's refusal of function calls (on
+/// builds that have one); returns what [`restore_delayed_oom`] puts back.
+pub fn lift_delayed_oom() -> i32 {
+    // SAFETY: reads and writes one field of this thread's executor globals.
+    unsafe { cronlock_lift_delayed_oom() }
+}
+
+pub fn restore_delayed_oom(state: i32) {
+    // SAFETY: as above, with the value lift_delayed_oom() returned.
+    unsafe { cronlock_restore_delayed_oom(state) }
+}
+
 pub fn each_object(visit: extern "C" fn(*mut zend_object)) {
     // SAFETY: walks the current request's object store, skipping free slots.
     unsafe { cronlock_each_object(visit) }
