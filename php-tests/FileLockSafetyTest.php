@@ -378,8 +378,6 @@ final class FileLockSafetyTest extends TestCase
 
     /**
      * @dataProvider nearRecords
-     * @group extension-only
-     * cronlock/polyfill still checks only the prefix.
      */
     public function testOnlyAnExactHolderRecordIsOverwritten(string $content): void
     {

@@ -281,10 +281,6 @@ final class RedisLockFaultsTest extends TestCase
         self::assertSame(0, $p->wait(10.0), $p->stderr());
     }
 
-    /**
-     * @group extension-only
-     * cronlock/polyfill still reads a wrong-type key as busy.
-     */
     public function testAKeyOfTheWrongTypeThrowsEverywhereAndIsNeverBusy(): void
     {
         $server = $this->server();

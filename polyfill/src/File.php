@@ -17,7 +17,6 @@ final class File implements Lock, \Serializable
 {
     /** Size of the holder record, as the extension writes it. */
     const RECORD_LEN = 128;
-    const RECORD_MAGIC = 'cronlock pid=';
     /** Longest pause between two tries of a wait (there is no flock() with a timeout). */
     const MAX_POLL = 0.002;
 
@@ -340,9 +339,29 @@ final class File implements Lock, \Serializable
             return false;
         }
         $record = fread($this->handle, self::RECORD_LEN);
-        return is_string($record) && strlen($record) === self::RECORD_LEN
-            && strncmp($record, self::RECORD_MAGIC, strlen(self::RECORD_MAGIC)) === 0
-            && strpos($record, "\n") === self::RECORD_LEN - 1;
+        return is_string($record) && self::parseRecord($record) !== null;
+    }
+
+    /**
+     * The pid of a holder record, null unless $record has exactly the shape
+     * record() writes (as the extension's parse_record checks it): anything
+     * else, however close, is someone's data, never ours to overwrite or to
+     * believe. A pid beyond 4294967295 (the extension reads a u32) is none either.
+     */
+    private static function parseRecord(string $record): ?int
+    {
+        if (strlen($record) !== self::RECORD_LEN || !preg_match(
+            '/\Acronlock pid=([0-9]+) host=[\x21-\x7e]{0,64} since=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z *\n\z/',
+            $record,
+            $m
+        )) {
+            return null;
+        }
+        $digits = ltrim($m[1], '0');
+        if (strlen($digits) > 10 || (strlen($digits) === 10 && strcmp($digits, '4294967295') > 0)) {
+            return null;
+        }
+        return (int) $digits;
     }
 
     /** `cronlock pid=4242 host=web1 since=2026-11-30T14:50:00Z`, space-padded to 128 bytes with a final newline. */
@@ -362,10 +381,8 @@ final class File implements Lock, \Serializable
         if ($head === false) {
             throw $this->osError('cannot read');
         }
-        if (!preg_match('/^cronlock pid=([0-9]+)/', $head, $m) || (int) $m[1] === 0) {
-            return null;
-        }
-        return (int) $m[1];
+        $pid = self::parseRecord($head);
+        return $pid === 0 ? null : $pid;
     }
 
     private function osError(string $what): LockException

@@ -166,7 +166,8 @@ final class RedisFailure extends \Exception
             case 'TRYAGAIN':
                 return 'it is a Redis Cluster node, and cluster mode is not supported';
             case 'WRONGTYPE':
-                return 'the key holds a value of another type';
+                // the acquire script names the type itself
+                return strpos($detail, 'the key holds a ') === 0 ? $detail : 'the key holds a value of another type';
             case 'ERR':
                 return $detail !== '' ? $detail : 'err';
         }
