@@ -216,7 +216,7 @@ final class FileSystem
         foreach (explode("\n", $text) as $line) {
             // "1: FLOCK  ADVISORY  WRITE 4242 08:02:131 0 EOF"; waiters have "->"
             $f = preg_split('/\s+/', trim($line));
-            if (count($f) >= 6 && $f[1] === 'FLOCK' && $f[5] === $want && ctype_digit($f[4])) {
+            if (count($f) >= 6 && $f[1] === 'FLOCK' && $f[5] === $want && (preg_match('/^[0-9]+\z/', $f[4]) === 1)) {
                 $pids[] = (int) $f[4];
             }
         }

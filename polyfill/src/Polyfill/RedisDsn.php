@@ -121,10 +121,10 @@ final class RedisDsn
 
     private static function db(string $db, callable $bad): int
     {
-        if ($db !== '' && $db[0] === '-' && ctype_digit(substr($db, 1))) {
+        if ($db !== '' && $db[0] === '-' && (preg_match('/^[0-9]+\z/', substr($db, 1)) === 1)) {
             throw Args::value('$dsn', 'must not name a negative database');
         }
-        if (!ctype_digit($db) || strlen($db) > 9) {
+        if (!(preg_match('/^[0-9]+\z/', $db) === 1) || strlen($db) > 9) {
             throw $bad('invalid database number');
         }
         return (int) $db;
