@@ -317,6 +317,37 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Fills `buf` from the OS random source: getrandom(2) on Linux,
+/// getentropy(3) (at most 256 bytes a call) on macOS and the BSDs.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        #[cfg(target_os = "linux")]
+        // SAFETY: the pointer and length describe `rest`, a live buffer we
+        // borrow mutably for the duration of the call.
+        let read = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        #[cfg(not(target_os = "linux"))]
+        let read = {
+            let chunk = rest.len().min(256);
+            // SAFETY: as above, for the first `chunk` bytes of `rest`.
+            match unsafe { libc::getentropy(rest.as_mut_ptr().cast(), chunk) } {
+                0 => chunk as isize,
+                _ => -1,
+            }
+        };
+        if read < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        filled += read as usize;
+    }
+    Ok(())
+}
+
 pub fn hostname() -> &'static str {
     static HOSTNAME: OnceLock<String> = OnceLock::new();
     HOSTNAME.get_or_init(|| {
