@@ -245,7 +245,7 @@ namespace CronLock {
          *        the node they talk to, and poll every 50 ms besides.
          *        #[\SensitiveParameter] (PHP 8.2+): stack traces show Object(SensitiveParameterValue),
          *        never the DSN or the list.
-         * @param string $key the Redis key holding the token.
+         * @param string $key the Redis key holding the token: UTF-8 (other bytes are a \ValueError), no NUL byte.
          * @param float $ttl seconds the key lives without renewal, > 0.
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int} $options
          *        'auto_renew': a background thread renews every ttl/3 while held (default false);
