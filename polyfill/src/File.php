@@ -15,6 +15,8 @@ use CronLock\Polyfill\Registry;
  */
 final class File implements Lock, \Serializable
 {
+    use \CronLock\Polyfill\RefusesSerialization;
+
     /** Size of the holder record, as the extension writes it. */
     const RECORD_LEN = 128;
     /** Longest pause between two tries of a wait (there is no flock() with a timeout). */
@@ -224,43 +226,6 @@ final class File implements Lock, \Serializable
         $this->heldBy = null;
         $this->handle = null;
         throw new \Error('Trying to clone an uncloneable object of class CronLock\File');
-    }
-
-    public function __sleep()
-    {
-        throw self::notSerializable();
-    }
-
-    public function __wakeup()
-    {
-        throw self::notSerializable();
-    }
-
-    public function __serialize(): array
-    {
-        throw self::notSerializable();
-    }
-
-    public function __unserialize(array $data)
-    {
-        throw self::notSerializable();
-    }
-
-    /** \Serializable: PHP 7.1-7.3, and the C: format of unserialize(). */
-    public function serialize()
-    {
-        throw self::notSerializable();
-    }
-
-    /** @param string $data */
-    public function unserialize($data)
-    {
-        throw self::notSerializable();
-    }
-
-    private static function notSerializable(): LockException
-    {
-        return new LockException('a CronLock\File cannot be serialized: a lock belongs to the process that holds it');
     }
 
     private function lockId(): string

@@ -5,6 +5,8 @@ namespace CronLock;
 /** Handed to the job by cron_guard(). */
 final class Guard implements \Serializable
 {
+    use \CronLock\Polyfill\RefusesSerialization;
+
     /** @var Lock */
     private $lock;
     /** @var float|null microtime(true) of the soft deadline */
@@ -50,40 +52,4 @@ final class Guard implements \Serializable
         throw new \Error('Trying to clone an uncloneable object of class CronLock\Guard');
     }
 
-    public function __sleep()
-    {
-        throw self::notSerializable();
-    }
-
-    public function __wakeup()
-    {
-        throw self::notSerializable();
-    }
-
-    public function __serialize(): array
-    {
-        throw self::notSerializable();
-    }
-
-    public function __unserialize(array $data)
-    {
-        throw self::notSerializable();
-    }
-
-    /** \Serializable: PHP 7.1-7.3, and the C: format of unserialize(). */
-    public function serialize()
-    {
-        throw self::notSerializable();
-    }
-
-    /** @param string $data */
-    public function unserialize($data)
-    {
-        throw self::notSerializable();
-    }
-
-    private static function notSerializable(): LockException
-    {
-        return new LockException('a CronLock\Guard cannot be serialized: a lock belongs to the process that holds it');
-    }
 }

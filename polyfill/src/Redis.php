@@ -19,6 +19,8 @@ use CronLock\Polyfill\Renewer;
  */
 final class Redis implements Lock, \Serializable
 {
+    use \CronLock\Polyfill\RefusesSerialization;
+
     const MAX_TTL = 315360000.0; // 10 years, as in the extension
     const MAX_TIMEOUT = 86400.0;
     /** Longest pause between two tries of a wait (waiters poll; see the README). */
@@ -411,46 +413,9 @@ return -1
         throw new \Error('Trying to clone an uncloneable object of class CronLock\Redis');
     }
 
-    public function __sleep()
-    {
-        throw self::notSerializable();
-    }
-
-    public function __wakeup()
-    {
-        throw self::notSerializable();
-    }
-
-    public function __serialize(): array
-    {
-        throw self::notSerializable();
-    }
-
-    public function __unserialize(array $data)
-    {
-        throw self::notSerializable();
-    }
-
-    /** \Serializable: PHP 7.1-7.3, and the C: format of unserialize(). */
-    public function serialize()
-    {
-        throw self::notSerializable();
-    }
-
-    /** @param string $data */
-    public function unserialize($data)
-    {
-        throw self::notSerializable();
-    }
-
     public function __debugInfo()
     {
         return ['key' => $this->key, 'ttl' => $this->ttl, 'held' => $this->isHeld()];
-    }
-
-    private static function notSerializable(): LockException
-    {
-        return new LockException('a CronLock\Redis cannot be serialized: a lock belongs to the process that holds it');
     }
 
     private function lockId(): string
