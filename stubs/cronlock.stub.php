@@ -229,8 +229,9 @@ namespace CronLock {
          *        failed attempt deletes the grants it got; a minority down or stopped costs at most
          *        read_timeout (+ connect_timeout) per call and does not stop the lock.
          *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'
-         *        ('rediss-sentinel://' for TLS; default port 26379; the password is the master's,
-         *        sentinels are asked without one): before every acquire, renew and release the
+         *        ('rediss-sentinel://' for TLS; default port 26379; the DSN's user and password are
+         *        the master's; sentinels are asked without AUTH unless $options 'sentinel_password'
+         *        is given): before every acquire, renew and release the
          *        sentinels (the first that answers) name the master (SENTINEL
          *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
          *        follows a failover and never trusts an old master that still takes writes. A key
@@ -247,7 +248,7 @@ namespace CronLock {
          *        never the DSN or the list.
          * @param string $key the Redis key holding the token: UTF-8 (other bytes are a \ValueError), no NUL byte.
          * @param float $ttl seconds the key lives without renewal, > 0.
-         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int} $options
+         * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int, sentinel_password?: string, sentinel_user?: string} $options
          *        'auto_renew': a background thread renews every ttl/3 while held (default false);
          *        'connect_timeout', 'read_timeout': seconds, > 0 and ≤ 86400 (default 1.0);
          *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT);
@@ -260,13 +261,21 @@ namespace CronLock {
          *        acknowledge (more replicas than N, or Sentinel picking a lagging one) can still
          *        lose the key, which renew() then reports. 0: a failover right after acquire
          *        can lose the key (renew() false) and hand out a fencing number again.
+         *        'sentinel_password' (Sentinel DSNs only; non-empty UTF-8): every sentinel is sent
+         *        AUTH with it (the sentinels' requirepass, or the password of 'sentinel_user'), the
+         *        renewal thread's connections too; 'sentinel_user' (needs 'sentinel_password'): an
+         *        ACL user on the sentinels. Neither is ever part of a message.
+         *        #[\SensitiveParameter] (PHP 8.2+): traces show the whole array as
+         *        Object(SensitiveParameterValue).
          * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN (for a list:
-         *         named as $dsn[i]), an empty list or one naming a master twice, or an unknown option.
+         *         named as $dsn[i]), an empty list or one naming a master twice, an unknown option,
+         *         'sentinel_password' without a Sentinel DSN or empty, 'sentinel_user' without
+         *         'sentinel_password' or empty, a string option that is not UTF-8.
          * @throws \TypeError for an option of the wrong type, a $dsn list entry that is not a string.
          * @throws \Error when called again on a constructed object (which then changes nothing).
          *         Cloning throws \Error too; serializing or unserializing throws LockException.
          */
-        public function __construct(#[\SensitiveParameter] string|array $dsn, string $key, float $ttl = 300.0, array $options = []) {}
+        public function __construct(#[\SensitiveParameter] string|array $dsn, string $key, float $ttl = 300.0, #[\SensitiveParameter] array $options = []) {}
 
         /**
          * One round trip: SET NX PX and the fencing INCR in one script.

@@ -33,7 +33,9 @@ pub fn fix_signatures() {
         shim::set_arg(redis("__construct"), 0, ArgType::StringOrArray, c"");
         shim::set_arg(redis("__construct"), 2, float(), c"300.0");
         shim::set_arg(redis("__construct"), 3, array(), c"[]");
+        // A DSN may hold a password, and $options 'sentinel_password'.
         shim::mark_sensitive(redis("__construct"), 0);
+        shim::mark_sensitive(redis("__construct"), 3);
         shim::set_arg(redis("acquire"), 0, float(), c"0.0");
 
         let database = |method| Function::method("CronLock\\Database", method);

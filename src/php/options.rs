@@ -100,7 +100,11 @@ impl<'a> Options<'a> {
         match self.values.get(key) {
             None => Ok(None),
             Some(v) if v.is_null() => Ok(None),
-            Some(v) if v.is_string() => Ok(v.str().map(str::to_owned)),
+            // A password cut down to "absent" would fail far from its cause.
+            Some(v) if v.is_string() => match v.str() {
+                Some(text) => Ok(Some(text.to_owned())),
+                None => Err(Error::value(self.name(key), "must be valid UTF-8")),
+            },
             Some(v) => Err(self.wrong_type(key, "?string", v)),
         }
     }

@@ -4,7 +4,7 @@ use super::args::{Bytes, NullableFloat, OptionalFloat};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::{type_name, Options};
 use crate::error::Error;
-use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions};
+use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions, SentinelAuth};
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
@@ -33,7 +33,14 @@ impl Redis {
         let options = Options::new(
             "$options",
             options,
-            &["auto_renew", "connect_timeout", "read_timeout", "replicas"],
+            &[
+                "auto_renew",
+                "connect_timeout",
+                "read_timeout",
+                "replicas",
+                "sentinel_password",
+                "sentinel_user",
+            ],
         )?;
         let defaults = RedisOptions::default();
         let timeout = |name: &str, default: Duration| -> PhpResult<Duration> {
@@ -63,13 +70,17 @@ impl Redis {
                     })?,
             },
         };
+        let sentinel_auth = sentinel_auth(&options)?;
         let key = key.utf8("$key")?;
         let dsns = dsn_list(dsn)?;
         let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
+        let mut lock =
+            RedisLock::on_masters(&dsns, &key, ttl_from_secs(ttl.or(300.0))?, redis_options)?;
+        if let Some(auth) = &sentinel_auth {
+            lock.set_sentinel_auth(auth)?;
+        }
         super::note_lock_object();
-        Ok(Redis {
-            lock: RedisLock::on_masters(&dsns, &key, ttl_from_secs(ttl.or(300.0))?, redis_options)?,
-        })
+        Ok(Redis { lock })
     }
 
     pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
@@ -114,6 +125,37 @@ impl Redis {
         let _ = data;
         Err(super::not_serializable("CronLock\\Redis"))
     }
+}
+
+/// `'sentinel_user'` / `'sentinel_password'`: the sentinels' credentials.
+/// Never echoes a value.
+fn sentinel_auth(options: &Options) -> PhpResult<Option<SentinelAuth>> {
+    let user = options.string("sentinel_user")?;
+    let Some(password) = options.string("sentinel_password")? else {
+        if user.is_some() {
+            return Err(Error::value(
+                options.arg_name("sentinel_user"),
+                "needs 'sentinel_password' too (AUTH takes a user and a password)",
+            )
+            .into());
+        }
+        return Ok(None);
+    };
+    if password.is_empty() {
+        return Err(Error::value(
+            options.arg_name("sentinel_password"),
+            "must not be empty (leave it out when the sentinels need no password)",
+        )
+        .into());
+    }
+    if user.as_deref() == Some("") {
+        return Err(Error::value(
+            options.arg_name("sentinel_user"),
+            "must not be empty (leave it out for the default user)",
+        )
+        .into());
+    }
+    Ok(Some(SentinelAuth { user, password }))
 }
 
 /// `$dsn`: one DSN, or a list of them (Redlock). Never echoes a DSN: it

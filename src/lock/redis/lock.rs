@@ -10,7 +10,7 @@ use super::redlock::{drift, in_parallel, on_all, quorum, verdict, Node, Verdict}
 use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
-use super::sentinel::Sentinel;
+use super::sentinel::{Sentinel, SentinelAuth};
 use super::token::random_token;
 use crate::error::{Error, Result};
 use crate::lock::shorten;
@@ -650,6 +650,26 @@ impl RedisLock {
     /// end instead of deleting it (a run that failed still used its window).
     pub fn set_once_per(&mut self, period: Option<Duration>) {
         self.once_per = period;
+    }
+
+    /// Sentinel: from now on the sentinels (not the master: the DSN's
+    /// credentials are its) are sent `AUTH` with `auth`, by this object
+    /// and its renewal thread. The password is cut out of every message.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$options['sentinel_password']` when
+    /// the DSN is not a Sentinel DSN.
+    pub fn set_sentinel_auth(&mut self, auth: &SentinelAuth) -> Result<()> {
+        let Some(sentinel) = &mut self.sentinel else {
+            return Err(Error::value(
+                "$options['sentinel_password']",
+                "applies to a redis-sentinel:// or rediss-sentinel:// DSN only",
+            ));
+        };
+        sentinel.authenticate(auth);
+        self.secrets.add(Some(&auth.password));
+        Ok(())
     }
 
     /// Releases a hold taken in once-per mode: if the key is still ours

@@ -92,7 +92,9 @@
 //! master's address (`sentinel`), and opens a new connection when it moved;
 //! a new connection to the master checks `ROLE` (a demoted master is a
 //! transient failure). So renew and acquire follow the master the sentinels
-//! name now, and a key that did not reach it is reported lost. With
+//! name now, and a key that did not reach it is reported lost. The DSN's
+//! credentials are the master's; [`RedisLock::set_sentinel_auth`] says what
+//! the sentinels are sent (`AUTH [user] password`), else nothing. With
 //! [`RedisOptions::replicas`] the acquire script is followed by `WAIT` on the
 //! same connection; too few acknowledgements give the key back and fail the
 //! attempt (transient: a waiter retries).
@@ -235,3 +237,4 @@ pub use lock::RedisLock;
 pub use options::{
     check_timeout, tls_supported, ttl_from_secs, RedisOptions, MAX_TIMEOUT, MAX_TTL,
 };
+pub use sentinel::SentinelAuth;

@@ -14,6 +14,24 @@ use super::redlock::Node;
 use crate::error::{Error, Result};
 use redis::Connection;
 
+/// `AUTH [user] password` for every sentinel (the DSN's credentials are
+/// the master's): their `requirepass`, or an ACL user of theirs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SentinelAuth {
+    /// An ACL user; `None`: the `default` user (`requirepass`).
+    pub user: Option<String>,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SentinelAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelAuth")
+            .field("user", &self.user)
+            .field("password", &"***")
+            .finish()
+    }
+}
+
 /// The default port of a sentinel.
 const SENTINEL_PORT: u16 = 26379;
 
@@ -102,6 +120,16 @@ impl Sentinel {
             .master_server("127.0.0.1", 6379)
             .map_err(|err| Error::value("$dsn", secrets.scrub(err.to_string())))?;
         Ok(Some((sentinel, secrets)))
+    }
+
+    /// From now on every sentinel is sent `AUTH` with `auth` (the
+    /// renewal thread's copy too).
+    pub(super) fn authenticate(&mut self, auth: &SentinelAuth) {
+        self.conn = None;
+        for sentinel in &mut self.sentinels {
+            sentinel.username = auth.user.clone();
+            sentinel.password = Some(auth.password.clone());
+        }
     }
 
     /// A copy without the connection (for the auto-renew thread).
@@ -232,4 +260,20 @@ impl Sentinel {
 fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
     text.get(..prefix.len())
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}
+
+#[cfg(test)]
+mod auth_tests {
+    use super::SentinelAuth;
+
+    #[test]
+    fn debug_output_never_shows_the_sentinel_password() {
+        let auth = SentinelAuth {
+            user: Some("watcher".into()),
+            password: "Hunter2-Secret".into(),
+        };
+        let shown = format!("{auth:?}");
+        assert!(shown.contains("watcher"), "{shown}");
+        assert!(!shown.contains("Hunter2"), "{shown}");
+    }
 }
