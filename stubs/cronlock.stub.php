@@ -286,9 +286,14 @@ namespace CronLock {
          * the hold is then dropped and not retaken in that call. No counting: one
          * release() frees the lock however many acquire() calls were made.
          *
-         * Another CronLock\Redis of this process (thread) holding the same address,
-         * database and key: $timeout 0 returns false at once; any other $timeout throws
-         * LockException (waiting for it would deadlock).
+         * Another CronLock\Redis of this process (thread) holding the same key on the
+         * same servers: $timeout 0 returns false at once; any other $timeout throws
+         * LockException (waiting for it would deadlock). The same servers: the same
+         * address and database, Redlock masters in any order, a Sentinel master name
+         * or a Cluster through any sentinels or seeds, found before any round trip when
+         * the DSNs agree (address and database; the sorted Redlock masters; master
+         * name, database and sorted sentinels; sorted seeds), else on the first attempt,
+         * when the key's value is the token the other object holds.
          *
          * A command whose connection broke (closed by the server's `timeout` or the
          * network, reset, no reply within read_timeout) is sent once more on a new

@@ -107,7 +107,14 @@ impl Cluster {
         Node::new(self.server(&self.seeds[0]).expect("checked by parse"))
     }
 
-    /// `cluster (seeds a:7000, b:7001)` for messages and the registry.
+    /// For the registry of held keys: the seeds, whatever their order.
+    pub(super) fn identity(&self) -> String {
+        let mut seeds = self.seeds.clone();
+        seeds.sort();
+        format!("cluster:{}", seeds.join(","))
+    }
+
+    /// `the Redis Cluster with seeds a:7000, b:7001` for messages.
     pub(super) fn describe(&self) -> String {
         format!("the Redis Cluster with seeds {}", self.seeds.join(", "))
     }

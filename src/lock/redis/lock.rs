@@ -223,13 +223,19 @@ impl RedisLock {
         }
         let name = LockName {
             address: match (&sentinel, &cluster) {
-                (Some(sentinel), _) => sentinel.describe(),
-                (_, Some(cluster)) => cluster.describe(),
-                _ => nodes
-                    .iter()
-                    .map(|node| node.server.client.get_connection_info().addr().to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
+                (Some(sentinel), _) => sentinel.identity(),
+                (_, Some(cluster)) => cluster.identity(),
+                _ => {
+                    let mut masters: Vec<String> = nodes
+                        .iter()
+                        .map(|node| {
+                            let addr = node.server.client.get_connection_info().addr();
+                            format!("{addr}/{}", node.server.db)
+                        })
+                        .collect();
+                    masters.sort();
+                    masters.join(",")
+                }
             },
             db: nodes[0].server.db,
             key: key.to_owned(),
@@ -268,10 +274,11 @@ impl RedisLock {
     /// `Ok(false)` (and the hold is dropped, never retaken in that call)
     /// when it is not.
     ///
-    /// Another object of this thread holding the same key (same address,
-    /// database and key): `Ok(false)` at once for [`Wait::Once`], else
-    /// [`Error::Lock`], because the wait could only end by a release this
-    /// thread would have to make.
+    /// Another object of this thread holding the same key (the same
+    /// registry name, see `registry::LockName`, or a key whose value the
+    /// first attempt finds to be that object's token): `Ok(false)` at once
+    /// for [`Wait::Once`], else [`Error::Lock`], because the wait could only
+    /// end by a release this thread would have to make.
     ///
     /// While waiting it listens on `<key>:released` (a second connection,
     /// subscribed before the first retry so no release is missed) and retries at
@@ -301,12 +308,7 @@ impl RedisLock {
                 self.busy_here = true;
                 return Ok(false);
             }
-            return Err(Error::Lock(format!(
-                "{} is already held by this process (pid {}) through another \
-                 CronLock\\Redis object; waiting for it would deadlock",
-                self.describe(),
-                sys::current_pid()
-            )));
+            return Err(self.would_deadlock());
         }
         let token = match &self.unsettled {
             Some(token) => token.clone(),
@@ -322,10 +324,31 @@ impl RedisLock {
                 Attempt::Ours(fence, sent, window_end) => {
                     self.start_hold(token, fence, sent, window_end)
                 }
-                Attempt::Busy(_) => Ok(false),
+                Attempt::Busy(_) => {
+                    self.busy_here = self.busy_through_this_thread();
+                    Ok(false)
+                }
             };
         }
         self.wait_for(token, wait)
+    }
+
+    /// The key's value, as the last attempt found it, is the token of
+    /// another object of this thread: the same lock through another DSN
+    /// (other seeds or sentinels, masters in another order, a host name).
+    fn busy_through_this_thread(&self) -> bool {
+        self.last_holder
+            .as_deref()
+            .is_some_and(|holder| registry::holds_token(&self.key, holder, self.id))
+    }
+
+    fn would_deadlock(&self) -> Error {
+        Error::Lock(format!(
+            "{} is already held by this process (pid {}) through another \
+             CronLock\\Redis object; waiting for it would deadlock",
+            self.describe(),
+            sys::current_pid()
+        ))
     }
 
     fn wait_for(&mut self, token: String, wait: Wait) -> Result<bool> {
@@ -338,6 +361,10 @@ impl RedisLock {
                     return self.start_hold(token, fence, sent, window_end)
                 }
                 Ok(Attempt::Busy(expires_in)) => {
+                    if self.busy_through_this_thread() {
+                        self.busy_here = true;
+                        return Err(self.would_deadlock());
+                    }
                     backoff = RECONNECT_BACKOFF_MIN;
                     // Subscribe, then retry at once, so a release between
                     // the attempt and the subscription still wakes us.

@@ -64,9 +64,12 @@
 //! connection broke be sent again (see below).
 //!
 //! Any other client that takes `<key>` with `SET NX` excludes cronlock and is
-//! excluded by it. Within one thread, a registry of held keys (address,
-//! database, key) makes a second [`RedisLock`] on a held key busy at once,
-//! and refuses to let it wait for a release only this thread could make. A key that is no longer ours (expired, then taken by
+//! excluded by it. Within one thread, a registry of held keys makes a
+//! second [`RedisLock`] on a held key busy at once, and refuses to let it
+//! wait for a release only this thread could make. It knows a key by what
+//! the DSN says (module `registry`) and, for DSNs that name the same servers
+//! differently, by its value: a key whose value is the token another object
+//! of this thread holds is that object's lock. A key that is no longer ours (expired, then taken by
 //! someone else) is never extended or deleted: `renew()`/`release()` report
 //! `false` and the lock turns not held. Deleting `<key>:fence` restarts the
 //! fencing counter; leave it alone.
@@ -125,7 +128,7 @@
 //!   independent counters is strictly increasing when a master restarts
 //!   without its counter or a grant reaches only part of a majority (see
 //!   the stub for where cronlock stands between Kleppmann and antirez).
-//! - The D3 registry names the lock by all its addresses, in order.
+//! - The D3 registry names the lock by its masters' `address/db`, sorted.
 //!
 //! # DSN
 //!

@@ -6,7 +6,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-/// Where a key lives: the same address, database and key is the same lock.
+/// Where a key lives, as far as the DSN tells without asking a server: a
+/// single node's address and database; a Redlock's masters as a sorted set
+/// of `address/db` (their order does not matter); a Sentinel's master name
+/// and its sorted sentinels; a Cluster's sorted seeds. The same name and key
+/// is the same lock. Objects that spell the same servers differently (other
+/// seeds or sentinels, a host name for an address) are recognised by
+/// [`holds_token`] once the server shows them the key's value.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub(super) struct LockName {
     pub(super) address: String,
@@ -77,4 +83,46 @@ pub(super) fn unregister(name: &LockName, lock_id: u64) {
             held.remove(name);
         }
     });
+}
+
+/// Whether `holder`, the value of `key` as a server just showed it, is the
+/// token of a valid hold of another object of this thread (and process) on
+/// a key of that name. Tokens are 128 random bits: a match is the same key
+/// on the same servers, however the two objects' DSNs name them.
+pub(super) fn holds_token(key: &str, holder: &str, lock_id: u64) -> bool {
+    let pid = crate::lock::sys::current_pid();
+    HELD_HERE.with(|held| {
+        held.borrow().iter().any(|(name, entry)| {
+            name.key == key
+                && entry.token == holder
+                && entry.pid == pid
+                && entry.lock_id != lock_id
+                && entry.state.upgrade().is_some_and(|state| state.is_valid())
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_token_names_the_hold_whatever_the_address_says() {
+        let name = LockName {
+            address: "cluster:127.0.0.1:7000".into(),
+            db: 0,
+            key: "job".into(),
+        };
+        let state = Arc::new(HoldState::new(Instant::now(), Duration::from_secs(60)));
+        let pid = crate::lock::sys::current_pid();
+        register(&name, 1, pid, "tok:1@h", &state);
+        assert!(holds_token("job", "tok:1@h", 2), "another object sees it");
+        assert!(!holds_token("job", "tok:1@h", 1), "not the holder itself");
+        assert!(!holds_token("other", "tok:1@h", 2), "another key");
+        assert!(!holds_token("job", "tok:2@h", 2), "another token");
+        drop(state);
+        assert!(!holds_token("job", "tok:1@h", 2), "a hold that ended");
+        unregister(&name, 1);
+    }
 }

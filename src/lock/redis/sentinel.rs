@@ -160,6 +160,23 @@ impl Sentinel {
         )
     }
 
+    /// For the registry of held keys: the master's name, database and
+    /// sentinels, whatever their order.
+    pub(super) fn identity(&self) -> String {
+        let mut sentinels: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| s.client.get_connection_info().addr().to_string())
+            .collect();
+        sentinels.sort();
+        format!(
+            "sentinel:{}/{}@{}",
+            self.master,
+            self.db,
+            sentinels.join(",")
+        )
+    }
+
     fn addresses(&self) -> String {
         self.sentinels
             .iter()
