@@ -10,8 +10,10 @@ use CronLock\LockException;
  * token-checked renew script while the lock is held ("HOLD <n> <token>"
  * until "IDLE" on its stdin). It learns everything, the password included,
  * on its stdin (never argv, which `ps` shows), and exits as soon as that
- * pipe closes: when the lock object goes away, and when this process dies
- * (kill -9 included), so a dead holder's key still expires within one TTL.
+ * pipe closes (the lock object went away, or this process died), and before
+ * any renewal once this process is gone (kill -9 included) even while a
+ * pcntl_fork() child keeps the pipe open: it checks that its parent is still
+ * this process. So a dead holder's key still expires within one TTL.
  * It reports each renewal ("RENEWED <n> <unix time until which the key is
  * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
@@ -53,6 +55,7 @@ final class Renewer
             'library' => $library,
             'autoload' => self::predisAutoload($library),
             'dsn' => get_object_vars($dsn),
+            'owner' => $self->ownerPid,
             'key' => $key,
             'ttl' => $ttl,
             'connect_timeout' => $connectTimeout,

@@ -2,7 +2,9 @@
 
 // The auto-renew helper process of cronlock/polyfill's CronLock\Redis (see
 // Renewer.php). Reads its job as one JSON line on stdin; renews every ttl/3;
-// exits when stdin closes (released, or the holder died) or the key is lost.
+// exits when stdin closes (released, or the holder died), when the process
+// that took the lock is gone (a fork child of it may keep stdin open), or
+// the key is lost.
 
 spl_autoload_register(static function ($class) {
     if (strncmp($class, 'CronLock\\Polyfill\\', 18) === 0) {
@@ -39,6 +41,28 @@ $dsn = new CronLock\Polyfill\RedisDsn();
 foreach ($job['dsn'] as $field => $value) {
     $dsn->$field = $value;
 }
+// The process that took the lock is our parent (proc_open() exec'ed us):
+// once it is gone we are reparented, and renew no more, as the extension's
+// renewer thread dies with its process. Where our parent cannot be read, or
+// is not the owner to begin with, only stdin closing ends us.
+$parentPid = static function () {
+    if (function_exists('posix_getppid')) {
+        return posix_getppid();
+    }
+    $stat = @file_get_contents('/proc/self/stat');
+    $paren = is_string($stat) ? strrpos($stat, ')') : false;
+    if ($paren === false) {
+        return null;
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses
+    $fields = explode(' ', substr($stat, $paren + 2));
+    return isset($fields[1]) ? (int) $fields[1] : null;
+};
+$owner = (int) $job['owner'];
+$watchOwner = $parentPid() === $owner;
+$ownerGone = static function () use ($watchOwner, $parentPid, $owner) {
+    return $watchOwner && $parentPid() !== $owner;
+};
 $ttl = (float) $job['ttl'];
 $period = $ttl / 3;
 $ttlMs = (string) max(1, (int) ceil($ttl * 1000));
@@ -61,7 +85,8 @@ while (true) {
         $read = [STDIN];
         $none = null;
         if ($token === null) {
-            $ready = @stream_select($read, $none, $none, null);
+            // idle: wake up now and then to see whether the owner is gone
+            $ready = @stream_select($read, $none, $none, $watchOwner ? 1 : null);
         } else {
             $left = max(0.0, $next - microtime(true));
             $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
@@ -89,6 +114,12 @@ while (true) {
                 $token = null;
             }
         }
+        continue;
+    }
+    if ($ownerGone()) {
+        exit(0); // the holder died (kill -9): its key expires by its TTL
+    }
+    if ($token === null) {
         continue;
     }
     $sent = microtime(true);
