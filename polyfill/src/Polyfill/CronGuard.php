@@ -81,13 +81,17 @@ final class CronGuard
             self::$active[$key] = [$lock, 1, self::$nextId];
             $hold = [$key, self::$nextId++];
         }
+        // finally, not after the call: a Fiber destroyed while suspended in
+        // the job unwinds through here without returning or throwing, and
+        // its guard ends then, as the extension's does. exit() and fatal
+        // errors skip finally: releaseAll() at shutdown covers them.
+        $returned = false;
         try {
             $result = $job($guard);
-        } catch (\Throwable $e) {
-            self::finish($hold, $lock, false);
-            throw $e;
+            $returned = true;
+        } finally {
+            self::finish($hold, $lock, $returned);
         }
-        self::finish($hold, $lock, true);
         return $result;
     }
 
