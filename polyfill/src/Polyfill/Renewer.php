@@ -7,7 +7,7 @@ use CronLock\LockException;
 /**
  * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
  * lock object, with its own connection renews the key every ttl/3 with the
- * token-checked renew script while the lock is held ("HOLD <n> <token>"
+ * token-checked renew script while the lock is held ("HOLD <n> <token> <window end>"
  * until "IDLE" on its stdin). It learns everything, the password included,
  * on its stdin (never argv, which `ps` shows), and exits as soon as that
  * pipe closes (the lock object went away, or this process died), and before
@@ -83,10 +83,14 @@ final class Renewer
         return is_file($auto) ? $auto : null;
     }
 
-    /** Renew $token from now on (it belongs to acquisition number $seq); false if the helper is gone. */
-    public function hold(int $seq, string $token): bool
+    /**
+     * Renew $token from now on (it belongs to acquisition number $seq), never shortening the
+     * key's life below $windowEnd (Unix ms of the server's clock; 0: no once-per window);
+     * false if the helper is gone.
+     */
+    public function hold(int $seq, string $token, int $windowEnd): bool
     {
-        return @fwrite($this->in, "HOLD $seq $token\n") !== false && @fflush($this->in);
+        return @fwrite($this->in, "HOLD $seq $token $windowEnd\n") !== false && @fflush($this->in);
     }
 
     /** Stop renewing (the process stays for the next acquire). */

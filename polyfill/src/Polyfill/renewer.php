@@ -66,16 +66,10 @@ $ownerGone = static function () use ($watchOwner, $parentPid, $owner) {
 $ttl = (float) $job['ttl'];
 $period = $ttl / 3;
 $ttlMs = (string) max(1, (int) ceil($ttl * 1000));
-$renew = "
--- KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-";
 $client = null;
 $token = null;   // what we renew now; null: idle
 $seq = 0;
+$windowEnd = '0'; // the once-per window's end in ms, below which a renewal never shortens the key's life
 $validUntil = 0.0;
 $next = 0.0;
 while (true) {
@@ -106,8 +100,8 @@ while (true) {
         while (($nl = strpos($pending, "\n")) !== false) {
             $f = explode(' ', substr($pending, 0, $nl));
             $pending = (string) substr($pending, $nl + 1);
-            if ($f[0] === 'HOLD' && count($f) === 3) {
-                list(, $seq, $token) = $f;
+            if ($f[0] === 'HOLD' && count($f) === 4) {
+                list(, $seq, $token, $windowEnd) = $f;
                 $validUntil = microtime(true) + $ttl;
                 $next = microtime(true) + $period;
             } elseif ($f[0] === 'IDLE') {
@@ -127,7 +121,7 @@ while (true) {
         if ($client === null) {
             $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
         }
-        if ((int) $client->script($renew, [$job['key']], [$token, $ttlMs]) !== 1) {
+        if ((int) $client->script(CronLock\Polyfill\Scripts::RENEW_LUA, [$job['key']], [$token, $ttlMs, $windowEnd]) !== 1) {
             echo "LOST $seq\n";
             $token = null;
             continue;
