@@ -340,10 +340,10 @@ final class PredisClient extends RedisClient
         }
     }
 
-    /** predis appends " [tcp://host:port]": the caller names the address itself. */
+    /** predis appends " [tcp://host:port]" or " [unix:/path]": the caller names the address itself. */
     private static function reason(\Exception $e): string
     {
-        return (string) preg_replace('/ \[[a-z]+:\/\/[^\]]*\]$/', '', $e->getMessage());
+        return (string) preg_replace('/ \[(?:tcp|tls|unix):[^\]]*\]$/', '', $e->getMessage());
     }
 
     public function close()
