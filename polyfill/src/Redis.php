@@ -134,6 +134,9 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $token = bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
+        if ($this->autoRenew) {
+            $this->startRenewer();
+        }
         if ($timeout == 0) {
             try {
                 $attempt = $this->attempt($token, false);
@@ -496,9 +499,7 @@ final class Redis implements Lock, \Serializable
         $this->holdSeq++;
         try {
             for ($try = 0; $try < 2; $try++) {
-                if ($this->renewer === null) {
-                    $this->renewer = Renewer::start($this->dsn, $this->client->library(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
-                }
+                $this->startRenewer();
                 if ($this->renewer->hold($this->holdSeq, $token, $windowEnd)) {
                     return;
                 }
@@ -514,6 +515,21 @@ final class Redis implements Lock, \Serializable
             }
             $this->forgetHold();
             throw $e;
+        }
+    }
+
+    /**
+     * Starts the auto-renew process if there is none, and waits until it is
+     * ready. acquire() calls it before it takes the key: a helper that is
+     * slow to start (a busy host) then delays the acquire, never a renewal
+     * the key's TTL needs.
+     *
+     * @throws LockException
+     */
+    private function startRenewer()
+    {
+        if ($this->renewer === null) {
+            $this->renewer = Renewer::start($this->dsn, RedisClient::available(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
         }
     }
 

@@ -14,7 +14,8 @@ use CronLock\LockException;
  * any renewal once this process is gone (kill -9 included) even while a
  * pcntl_fork() child keeps the pipe open: it checks that its parent is still
  * this process. So a dead holder's key still expires within one TTL.
- * It reports each renewal ("RENEWED <n> <unix time until which the key is
+ * It says READY once it has read its job (start() waits for that, so the
+ * key is taken only once a helper can renew it), then reports each renewal ("RENEWED <n> <unix time until which the key is
  * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
  * @internal
@@ -63,7 +64,43 @@ final class Renewer
         ];
         fwrite($self->in, json_encode($job) . "\n");
         fflush($self->in);
+        $self->awaitReady($php);
         return $self;
+    }
+
+    /** Longest wait for a starting helper to say READY. */
+    const START_TIMEOUT = 10.0;
+
+    /** Waits for the helper's READY line; throws (and ends it) when it exits or stays silent. */
+    private function awaitReady(string $php)
+    {
+        $deadline = microtime(true) + self::START_TIMEOUT;
+        while (($nl = strpos($this->buffer, "\n")) === false) {
+            $left = $deadline - microtime(true);
+            if ($left <= 0) {
+                $this->stop();
+                throw new LockException(sprintf('cannot start the auto-renew process (%s): it did not start within %d s', $php, self::START_TIMEOUT));
+            }
+            $read = [$this->out];
+            $none = null;
+            // (a pipe stream_select() cannot watch: short pauses instead)
+            if (@stream_select($read, $none, $none, 0, (int) (min($left, 0.05) * 1e6)) === false) {
+                usleep(5000);
+            }
+            $chunk = @fread($this->out, 8192);
+            if (is_string($chunk) && $chunk !== '') {
+                $this->buffer .= $chunk;
+            } elseif (feof($this->out)) {
+                $this->stop();
+                throw new LockException("cannot start the auto-renew process ($php): it exits at once");
+            }
+        }
+        $line = substr($this->buffer, 0, $nl);
+        $this->buffer = (string) substr($this->buffer, $nl + 1);
+        if ($line !== 'READY') {
+            $this->stop();
+            throw new LockException("cannot start the auto-renew process ($php): it said '" . addcslashes(Args::cut($line), "\0..\37") . "'");
+        }
     }
 
     /** The file that makes predis autoloadable in the helper (Composer's, or predis' own). */

@@ -64,6 +64,7 @@ $ownerGone = static function () use ($watchOwner, $parentPid, $owner) {
     return $watchOwner && $parentPid() !== $owner;
 };
 $ttl = (float) $job['ttl'];
+echo "READY\n";
 $period = $ttl / 3;
 $ttlMs = (string) max(1, (int) ceil($ttl * 1000));
 $client = null;
