@@ -248,7 +248,7 @@ final class Redis implements Lock, \Serializable
         $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'lost' => false, 'windowEnd' => $windowEnd];
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $sent + $this->ttl);
         if ($this->autoRenew) {
-            $this->startRenewing($token, $windowEnd);
+            $this->startRenewing($token, $windowEnd, $sent);
         }
         return true;
     }
@@ -494,13 +494,13 @@ final class Redis implements Lock, \Serializable
         return $f->makesLockUnusable() ? new LockException($message) : new ConnectionException($message);
     }
 
-    private function startRenewing(string $token, int $windowEnd)
+    private function startRenewing(string $token, int $windowEnd, float $sent)
     {
         $this->holdSeq++;
         try {
             for ($try = 0; $try < 2; $try++) {
                 $this->startRenewer();
-                if ($this->renewer->hold($this->holdSeq, $token, $windowEnd)) {
+                if ($this->renewer->hold($this->holdSeq, $token, $windowEnd, $sent)) {
                     return;
                 }
                 $this->renewer->stop(); // it died: start a new one
@@ -519,10 +519,9 @@ final class Redis implements Lock, \Serializable
     }
 
     /**
-     * Starts the auto-renew process if there is none, and waits until it is
-     * ready. acquire() calls it before it takes the key: a helper that is
-     * slow to start (a busy host) then delays the acquire, never a renewal
-     * the key's TTL needs.
+     * Starts the auto-renew process if there is none. acquire() calls it
+     * before it takes the key, so that the helper's start (slow on a busy
+     * host) overlaps the acquire instead of eating into the key's TTL.
      *
      * @throws LockException
      */

@@ -7,15 +7,16 @@ use CronLock\LockException;
 /**
  * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
  * lock object, with its own connection renews the key every ttl/3 with the
- * token-checked renew script while the lock is held ("HOLD <n> <token> <window end>"
+ * token-checked renew script while the lock is held ("HOLD <n> <token> <window end> <sent>"
  * until "IDLE" on its stdin). It learns everything, the password included,
  * on its stdin (never argv, which `ps` shows), and exits as soon as that
  * pipe closes (the lock object went away, or this process died), and before
  * any renewal once this process is gone (kill -9 included) even while a
  * pcntl_fork() child keeps the pipe open: it checks that its parent is still
  * this process. So a dead holder's key still expires within one TTL.
- * It says READY once it has read its job (start() waits for that, so the
- * key is taken only once a helper can renew it), then reports each renewal ("RENEWED <n> <unix time until which the key is
+ * It says READY once it has read its job (hold() waits for that: a helper
+ * is started before the key is taken, so its start overlaps the acquire),
+ * then reports each renewal ("RENEWED <n> <unix time until which the key is
  * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
  * @internal
@@ -32,6 +33,10 @@ final class Renewer
     private $buffer = '';
     /** @var int */
     private $ownerPid;
+    /** @var string the PHP binary it runs on, for messages */
+    private $php = '';
+    /** @var bool it said READY */
+    private $ready = false;
 
     public static function start(RedisDsn $dsn, string $library, string $key, float $ttl, float $connectTimeout, float $readTimeout): self
     {
@@ -64,16 +69,24 @@ final class Renewer
         ];
         fwrite($self->in, json_encode($job) . "\n");
         fflush($self->in);
-        $self->awaitReady($php);
+        $self->php = $php;
         return $self;
     }
 
     /** Longest wait for a starting helper to say READY. */
     const START_TIMEOUT = 10.0;
 
-    /** Waits for the helper's READY line; throws (and ends it) when it exits or stays silent. */
-    private function awaitReady(string $php)
+    /**
+     * Waits for the helper's READY line (once); throws (and ends it) when it exits or stays silent.
+     *
+     * @throws LockException
+     */
+    private function awaitReady()
     {
+        if ($this->ready) {
+            return;
+        }
+        $php = $this->php;
         $deadline = microtime(true) + self::START_TIMEOUT;
         while (($nl = strpos($this->buffer, "\n")) === false) {
             $left = $deadline - microtime(true);
@@ -101,6 +114,7 @@ final class Renewer
             $this->stop();
             throw new LockException("cannot start the auto-renew process ($php): it said '" . addcslashes(Args::cut($line), "\0..\37") . "'");
         }
+        $this->ready = true;
     }
 
     /** The file that makes predis autoloadable in the helper (Composer's, or predis' own). */
@@ -121,13 +135,18 @@ final class Renewer
     }
 
     /**
-     * Renew $token from now on (it belongs to acquisition number $seq), never shortening the
-     * key's life below $windowEnd (Unix ms of the server's clock; 0: no once-per window);
-     * false if the helper is gone.
+     * Renew $token (it belongs to acquisition number $seq, whose script was sent at $sent,
+     * microtime), never shortening the key's life below $windowEnd (Unix ms of the server's
+     * clock; 0: no once-per window). Waits first until the helper is ready: the first renewal
+     * is due $ttl/3 after $sent, and a helper that took longer to start renews at once.
+     *
+     * @return bool false if the helper is gone
+     * @throws LockException when it never became ready
      */
-    public function hold(int $seq, string $token, int $windowEnd): bool
+    public function hold(int $seq, string $token, int $windowEnd, float $sent): bool
     {
-        return @fwrite($this->in, "HOLD $seq $token $windowEnd\n") !== false && @fflush($this->in);
+        $this->awaitReady();
+        return @fwrite($this->in, sprintf("HOLD %d %s %d %.6F\n", $seq, $token, $windowEnd, $sent)) !== false && @fflush($this->in);
     }
 
     /** Stop renewing (the process stays for the next acquire). */

@@ -101,10 +101,11 @@ while (true) {
         while (($nl = strpos($pending, "\n")) !== false) {
             $f = explode(' ', substr($pending, 0, $nl));
             $pending = (string) substr($pending, $nl + 1);
-            if ($f[0] === 'HOLD' && count($f) === 4) {
-                list(, $seq, $token, $windowEnd) = $f;
-                $validUntil = microtime(true) + $ttl;
-                $next = microtime(true) + $period;
+            if ($f[0] === 'HOLD' && count($f) === 5) {
+                list(, $seq, $token, $windowEnd, $sent) = $f;
+                // counted from when the acquire was sent, as the holder counts
+                $validUntil = (float) $sent + $ttl;
+                $next = (float) $sent + $period;
             } elseif ($f[0] === 'IDLE') {
                 $token = null;
             }
