@@ -519,9 +519,10 @@ final class Redis implements Lock, \Serializable
     }
 
     /**
-     * Starts the auto-renew process if there is none. acquire() calls it
-     * before it takes the key, so that the helper's start (slow on a busy
-     * host) overlaps the acquire instead of eating into the key's TTL.
+     * Starts the auto-renew process if there is none, and waits until it is
+     * ready. acquire() calls it before it takes the key: a helper slow to
+     * start (a busy host, many starting at once) then delays the acquire,
+     * never the renewals the key's TTL needs.
      *
      * @throws LockException
      */
@@ -530,6 +531,7 @@ final class Redis implements Lock, \Serializable
         if ($this->renewer === null) {
             $this->renewer = Renewer::start($this->dsn, RedisClient::available(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
         }
+        $this->renewer->awaitReady();
     }
 
     /** Picks up what the auto-renew process reported: renewals, or that the key is not ours. */

@@ -14,9 +14,8 @@ use CronLock\LockException;
  * any renewal once this process is gone (kill -9 included) even while a
  * pcntl_fork() child keeps the pipe open: it checks that its parent is still
  * this process. So a dead holder's key still expires within one TTL.
- * It says READY once it has read its job (hold() waits for that: a helper
- * is started before the key is taken, so its start overlaps the acquire),
- * then reports each renewal ("RENEWED <n> <unix time until which the key is
+ * It says READY once it has read its job (the lock waits for that before
+ * it takes the key), then reports each renewal ("RENEWED <n> <unix time until which the key is
  * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
  * @internal
@@ -81,7 +80,7 @@ final class Renewer
      *
      * @throws LockException
      */
-    private function awaitReady()
+    public function awaitReady()
     {
         if ($this->ready) {
             return;
@@ -137,8 +136,8 @@ final class Renewer
     /**
      * Renew $token (it belongs to acquisition number $seq, whose script was sent at $sent,
      * microtime), never shortening the key's life below $windowEnd (Unix ms of the server's
-     * clock; 0: no once-per window). Waits first until the helper is ready: the first renewal
-     * is due $ttl/3 after $sent, and a helper that took longer to start renews at once.
+     * clock; 0: no once-per window). The first renewal is due $ttl/3 after $sent (at once if
+     * that has passed).
      *
      * @return bool false if the helper is gone
      * @throws LockException when it never became ready
