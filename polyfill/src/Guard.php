@@ -12,10 +12,10 @@ final class Guard implements \Serializable
     /** @var float|null microtime(true) of the soft deadline */
     private $deadline;
 
-    /** Guards are made by cron_guard() only: constructing one throws. */
+    /** Guards are made by cron_guard() only: constructing one throws (\Exception, as the extension's). */
     public function __construct()
     {
-        throw new \Error('CronLock\Guard objects are made by cron_guard() only');
+        throw new \Exception('You cannot instantiate this class from PHP.');
     }
 
     /** The lock the job runs under. */
