@@ -437,6 +437,105 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertStringContainsString('SHUTDOWN held=false server=NULL', $p->stdout(), 'released before shutdown functions: ' . $p->stderr());
     }
 
+    /**
+     * A user's PDO and what leaves it unable to run the lock's statement, as a job
+     * does: PostgreSQL in an aborted transaction, MySQL with an unbuffered
+     * result set still open.
+     *
+     * @return array{0: \PDO, 1: \Closure(): void, 2: \Closure(): void, 3: string} the PDO, what breaks it, the repair, the advice expected
+     */
+    private static function pdoThatCannotRunAStatement(): array
+    {
+        if (static::databaseKind() === 'mysql') {
+            $pdo = new \PDO(self::$server->dsn(), self::$server->user(), self::$server->password(), [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION, \PDO::MYSQL_ATTR_USE_BUFFERED_QUERY => false]);
+            $open = null;
+            $break = static function () use ($pdo, &$open): void {
+                $open = $pdo->query('SELECT 1 UNION SELECT 2 UNION SELECT 3');
+                $open->fetch();
+            };
+            $repair = static function () use (&$open): void {
+                $open->closeCursor();
+                $open = null;
+            };
+            return [$pdo, $break, $repair, 'closeCursor()'];
+        }
+        $pdo = self::$server->pdo();
+        $break = static function () use ($pdo): void {
+            $pdo->beginTransaction();
+            try {
+                $pdo->query('SELECT 1/0');
+            } catch (\PDOException) {
+                // the job handles its own error and rolls back later
+            }
+        };
+        $repair = static fn () => $pdo->rollBack();
+        return [$pdo, $break, $repair, 'roll back the transaction'];
+    }
+
+    /** @return iterable<string, array{string}> */
+    public static function retries(): iterable
+    {
+        yield 'release() again' => ['release'];
+        yield 'the destructor' => ['unset'];
+        yield 'cron_guard() throws, then release()' => ['guard'];
+    }
+
+    /**
+     * A release() the user's PDO refuses leaves the server's lock held, so
+     * the object must say held too, say what to do, and free it on the
+     * next try.
+     *
+     * @dataProvider retries
+     */
+    public function testAReleaseTheUsersPdoRefusesKeepsTheLockHeldUntilARetryFreesIt(string $retry): void
+    {
+        $name = self::name('refused');
+        [$pdo, $break, $repair, $advice] = self::pdoThatCannotRunAStatement();
+        $lock = new Database($pdo, $name);
+        if ($retry === 'guard') {
+            $log = $this->logToFile($this->dir);
+            try {
+                cron_guard(static function () use ($break): void {
+                    $break();
+                }, $lock);
+                self::fail('cron_guard() throws the failed release (D8)');
+            } catch (LockException $e) {
+                $message = $e->getMessage();
+            }
+        } else {
+            self::assertTrue($lock->acquire(0));
+            $break();
+            try {
+                $lock->release();
+                self::fail('a release the server refused must throw');
+            } catch (LockException $e) {
+                $message = $e->getMessage();
+            }
+        }
+        self::assertTrue($lock->isHeld(), 'the server still holds it: the object must not say free');
+        self::assertSame(self::busyAnswer(), self::$server->client(self::tryLockSql($name)), 'held on the server');
+        self::assertStringContainsString($name, $message);
+        self::assertStringContainsString('still held', $message);
+        self::assertStringContainsString($advice, $message);
+        self::assertStringContainsString('then call release() again', $message);
+        if ($retry === 'guard') {
+            $lines = self::logLines($log);
+            self::assertCount(1, $lines);
+            self::assertStringContainsString("cron_guard: releasing lock '$name'", $lines[0]);
+            self::assertStringContainsString("failed: $message", $lines[0]);
+        }
+
+        $repair();
+        if ($retry === 'unset') {
+            unset($lock);
+        } else {
+            self::assertTrue($lock->release(), 'the retry frees it');
+            self::assertFalse($lock->isHeld());
+        }
+        self::assertSame(self::freeAnswer(), self::$server->client(self::tryLockSql($name)), 'free on the server while the PDO lives on');
+        self::assertSame('1', (string) $pdo->query('SELECT 1')->fetchColumn(), 'the PDO was left usable');
+    }
+
     public function testATimedOutWaitInsideTheUsersTransactionLeavesTheTransactionUsable(): void
     {
         $name = self::name('tx');

@@ -444,8 +444,13 @@ namespace CronLock {
         /**
          * @return bool true: we held it and released it; false: not held (never acquired,
          *         released already, lost with its session, or in a fork child, which sends nothing).
-         * @throws LockException|ConnectionException when the server refuses; the lock is not
-         *         held afterwards (a connection of the lock's own is closed, which frees it).
+         * @throws LockException|ConnectionException when the server refuses. A connection of
+         *         the lock's own is then closed, which frees the lock: not held afterwards. On
+         *         the PDO given the server keeps the lock (a transaction the job left aborted,
+         *         an unbuffered result set still open), so isHeld() stays true and the
+         *         LockException says what to do first ("roll back the transaction
+         *         ($pdo->rollBack()), then call release() again"); the next release(), the
+         *         destructor and the request's end try again, and closing the PDO frees it.
          */
         public function release(): bool {}
 

@@ -197,6 +197,28 @@ impl SqlError {
     }
 }
 
+impl SqlError {
+    /// What the user must do to their PDO before a statement can release
+    /// the lock on it, for the two states a job typically leaves it in.
+    fn release_advice(&self, flavor: Flavor) -> &'static str {
+        match flavor {
+            // 25P02: "current transaction is aborted, commands ignored
+            // until end of transaction block".
+            Flavor::Postgres if self.sqlstate == "25P02" => {
+                "roll back the transaction ($pdo->rollBack())"
+            }
+            // 2014: "Cannot execute queries while other unbuffered queries
+            // are active" (the driver's words carry no code of their own).
+            Flavor::MySql
+                if self.code == Some(2014) || self.message.contains("unbuffered queries") =>
+            {
+                "fetch the rest of the open result set or close it ($statement->closeCursor())"
+            }
+            _ => "make the PDO usable again",
+        }
+    }
+}
+
 /// One connection to the server, as the lock needs it.
 pub trait Session {
     /// Runs one statement with string parameters (`?` placeholders) and
@@ -684,28 +706,40 @@ impl DatabaseLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Lock`] / [`Error::Connection`] when the server refuses; the
-    /// lock is not held afterwards (a connection of the lock's own is closed,
-    /// which frees it on the server).
+    /// [`Error::Lock`] / [`Error::Connection`] when the server refuses. A
+    /// connection of the lock's own is then closed, which frees the lock on
+    /// the server, so it is not held afterwards. On the user's PDO nothing
+    /// can free it but a statement that works, so the lock stays held (as
+    /// it is on the server) and the message says what to do first; the next
+    /// release(), the destructor or the request's end try again.
     pub fn release(&mut self, session: &mut dyn Session) -> Result<bool> {
         self.adopt_process(session);
         if self.hold.is_none() {
             return Ok(false);
         }
-        self.drop_hold();
         match self.unlock(session) {
-            Ok(released) => Ok(released),
+            Ok(released) => {
+                self.drop_hold();
+                Ok(released)
+            }
             Err(err) if err.lost_connection(self.flavor) => {
+                self.drop_hold();
                 self.forget_session(session);
                 Ok(false)
             }
-            Err(err) => {
+            Err(err) if session.owns_connection() => {
                 // Closing our own session is the sure way to free the lock.
-                if session.owns_connection() {
-                    self.forget_session(session);
-                }
+                self.drop_hold();
+                self.forget_session(session);
                 Err(self.error(session, "cannot release", &err))
             }
+            Err(err) => Err(Error::Lock(format!(
+                "cannot release lock {}: {}. The lock is still held on this PDO's connection: \
+                 {}, then call release() again (closing the PDO also frees it)",
+                self.describe(session),
+                err.message.trim_end_matches('.'),
+                err.release_advice(self.flavor)
+            ))),
         }
     }
 
@@ -1307,6 +1341,71 @@ mod tests {
         assert!(!lock.release(&mut s).unwrap(), "nothing to release");
         assert!(lock.acquire(&mut s, Wait::Once).unwrap(), "new session");
         assert_eq!(lock.hold.as_ref().unwrap().session, 8);
+    }
+
+    fn refused(
+        sqlstate: &str,
+        code: i64,
+        message: &str,
+    ) -> std::result::Result<Vec<Value>, SqlError> {
+        Err(SqlError {
+            sqlstate: sqlstate.into(),
+            code: Some(code),
+            message: message.into(),
+            connecting: false,
+        })
+    }
+
+    #[test]
+    fn a_release_the_users_pdo_refuses_keeps_the_hold_for_the_next_try() {
+        let mut lock = DatabaseLock::new(Flavor::Postgres, "job").unwrap();
+        let aborted =
+            "current transaction is aborted, commands ignored until end of transaction block";
+        let mut s = Script::new(
+            false,
+            vec![info(7), one(1), refused("25P02", 7, aborted), one(1)],
+        );
+        assert!(lock.acquire(&mut s, Wait::Once).unwrap());
+        let err = lock.release(&mut s).unwrap_err();
+        assert!(matches!(err, Error::Lock(_)));
+        let text = err.to_string();
+        assert!(
+            text.contains(aborted) && text.contains("still held"),
+            "{text}"
+        );
+        assert!(text.contains("roll back the transaction"), "{text}");
+        assert!(
+            lock.is_held(),
+            "the server still holds it: so does the object"
+        );
+        assert!(lock.needs_release(), "the destructor tries again");
+        assert_eq!(s.disconnects, 0, "the user's connection is left alone");
+        assert!(lock.release(&mut s).unwrap(), "the next release() frees it");
+        assert!(!lock.is_held());
+
+        let mut lock = DatabaseLock::new(Flavor::MySql, "job").unwrap();
+        let busy = "Cannot execute queries while other unbuffered queries are active.";
+        let mut s = Script::new(false, vec![info(7), one(1), refused("HY000", 2014, busy)]);
+        assert!(lock.acquire(&mut s, Wait::Once).unwrap());
+        let text = lock.release(&mut s).unwrap_err().to_string();
+        assert!(
+            text.contains("closeCursor()") && !text.contains("active.."),
+            "{text}"
+        );
+        assert!(lock.is_held());
+    }
+
+    #[test]
+    fn a_release_our_own_connection_refuses_closes_it_which_frees_the_lock() {
+        let mut lock = DatabaseLock::new(Flavor::Postgres, "job").unwrap();
+        let mut s = Script::new(
+            true,
+            vec![info(7), one(1), refused("XX000", 1, "internal error")],
+        );
+        assert!(lock.acquire(&mut s, Wait::Once).unwrap());
+        assert!(lock.release(&mut s).is_err());
+        assert!(!lock.is_held());
+        assert_eq!(s.disconnects, 1);
     }
 
     #[test]
