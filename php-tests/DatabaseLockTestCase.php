@@ -362,6 +362,83 @@ abstract class DatabaseLockTestCase extends TestCase
     }
 
     /**
+     * A DSN lock waiting on a server that stops answering (frozen, or a
+     * network black hole: the connection stays open, nothing comes back)
+     * gives up with ConnectionException once the statement's answer is
+     * overdue by 10 s, and reconnects on its next acquire().
+     */
+    public function testAWaitOnAServerThatStopsAnsweringEndsWithConnectionException(): void
+    {
+        $name = self::name('frozen');
+        $holder = self::dsnLock($name);
+        self::assertTrue($holder->acquire(0));
+        $code = '$l = ' . self::dsnLockCode($name) . ";\n" . <<<'PHP'
+            var_dump($l->acquire(0)); // connected
+            echo "READY\n";
+            while (!file_exists($argv[1])) { usleep(10000); }
+            $t = microtime(true);
+            try {
+                $l->acquire(1.0);
+                echo "RETURNED without an exception\n";
+            } catch (\Throwable $e) {
+                printf("RETURNED %s: %s\n", get_class($e), $e->getMessage());
+            }
+            printf("AFTER %.3f\n", microtime(true) - $t);
+            while (!file_exists($argv[2])) { usleep(10000); }
+            printf("AGAIN %s\n", var_export($l->acquire(0), true));
+            PHP;
+        $p = Proc::start($code, [$this->dir . '/go', $this->dir . '/again']);
+        $p->waitForLine('READY', 15.0, 'stdout');
+        self::$server->freeze();
+        try {
+            touch($this->dir . '/go');
+            $line = $p->waitForLine('RETURNED', 30.0, 'stdout');
+        } finally {
+            self::$server->thaw();
+        }
+        self::assertStringContainsString('CronLock\ConnectionException: cannot acquire lock', $line);
+        self::assertStringContainsString('the server did not answer within 10 s', $line);
+        preg_match('/AFTER (\d+\.\d+)/', $p->waitForLine('AFTER', 5.0, 'stdout'), $m);
+        self::assertLessThan(25.0, (float) $m[1], 'timeout + 10 s, with a generous margin');
+        touch($this->dir . '/again');
+        self::assertSame('AGAIN false', $p->waitForLine('AGAIN', 15.0, 'stdout'), 'a new connection, and the holder still holds it');
+        self::assertSame(0, $p->wait());
+        self::assertTrue($holder->release());
+    }
+
+    /** D9 on a frozen server: a pending signal handler still ends a forever wait. */
+    public function testASignalHandlerEndsAWaitOnAServerThatStopsAnswering(): void
+    {
+        $name = self::name('frozen-signal');
+        $holder = self::dsnLock($name);
+        self::assertTrue($holder->acquire(0));
+        $code = '$l = ' . self::dsnLockCode($name) . ";\n" . <<<'PHP'
+            pcntl_async_signals(true);
+            pcntl_signal(SIGUSR1, function () { echo "HANDLER\n"; });
+            var_dump($l->acquire(0)); // connected
+            echo "READY\n";
+            while (!file_exists($argv[1])) { usleep(10000); }
+            printf("RETURNED %s\n", var_export($l->acquire(-1), true));
+            PHP;
+        $p = Proc::start($code, [$this->dir . '/go']);
+        $p->waitForLine('READY', 15.0, 'stdout');
+        self::$server->freeze();
+        try {
+            touch($this->dir . '/go');
+            usleep(300_000);
+            $p->signal(SIGUSR1);
+            // well under the 10 s after which the statement is cut anyway
+            $line = $p->waitForLine('RETURNED', 7.0, 'stdout');
+        } finally {
+            self::$server->thaw();
+        }
+        self::assertSame('RETURNED false', $line);
+        self::assertStringContainsString('HANDLER', $p->stdout());
+        self::assertSame(0, $p->wait());
+        self::assertTrue($holder->release());
+    }
+
+    /**
      * The server's idle limit (MySQL wait_timeout, PostgreSQL
      * idle_session_timeout, here 2 s) must not end a DSN lock's own session
      * while the job runs and lets it idle: no second run may get in.

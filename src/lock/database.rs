@@ -27,6 +27,7 @@
 //! Advisory locks are per database: both sides must be connected to the
 //! same database.
 
+pub use super::sys::InterruptFlag;
 use super::{sys, Refusal, Wait};
 use crate::error::{Error, Result};
 use std::cell::RefCell;
@@ -37,6 +38,18 @@ use std::time::Duration;
 /// Longest single blocking wait on the server, so that PHP signal handlers
 /// run within about this long.
 pub const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// How long a statement on a connection the lock opened itself may go
+/// unanswered (beyond the server-side wait it asks for) before the lock cuts
+/// the connection (see [`watch_statement`]): far more than any of its
+/// statements takes on a server that works, short enough that a frozen
+/// server or a network black hole ends a wait.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
+
+/// A wait statement on a server that works answers within its slice and a
+/// round trip; with a PHP signal handler pending, one still unanswered this
+/// long after its slice is cut, so the handler runs.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(50);
 
 const HASHED_PREFIX: &str = "cronlock:";
 const MYSQL_NAME_MAX: usize = 64;
@@ -229,6 +242,23 @@ pub trait Session {
     ///
     /// The statement's or the connect's [`SqlError`].
     fn query(&mut self, sql: &str, params: &[&str]) -> std::result::Result<Vec<Value>, SqlError>;
+
+    /// [`Session::query`] for a statement that waits up to `slice` on the
+    /// server (GET_LOCK with a timeout, pg_advisory_lock under
+    /// lock_timeout): it may take that long before the server answers.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Session::query`].
+    fn wait_query(
+        &mut self,
+        sql: &str,
+        params: &[&str],
+        slice: Duration,
+    ) -> std::result::Result<Vec<Value>, SqlError> {
+        let _ = slice;
+        self.query(sql, params)
+    }
 
     /// Whether a transaction is open on the connection (PostgreSQL waits
     /// then use a savepoint, so a timed-out slice does not abort it).
@@ -459,9 +489,14 @@ impl DatabaseLock {
         }
         let info = match self.session_info(session) {
             Ok(info) => info,
-            Err(err) if err.lost_connection(self.flavor) && session.owns_connection() => {
+            Err(err)
+                if err.lost_connection(self.flavor)
+                    && !err.connecting
+                    && session.owns_connection() =>
+            {
                 // A connection of ours that died while idle (server
-                // restart, wait_timeout): open a new one, once.
+                // restart, wait_timeout): open a new one, once. (One that
+                // could not be opened just now is not tried again.)
                 self.forget_session(session);
                 self.session_info(session)
                     .map_err(|err| self.error(session, "cannot reach", &err))?
@@ -481,8 +516,8 @@ impl DatabaseLock {
             )));
         }
         session.signal_handled();
-        let acquired = self.try_once(session)?;
-        if acquired || wait == Wait::Once {
+        let acquired = self.try_once(session, wait)?;
+        if acquired || wait == Wait::Once || self.refusal == Some(Refusal::Interrupted) {
             return self.finish_acquire(acquired, &info);
         }
         let acquired = self.wait(session, wait)?;
@@ -497,14 +532,37 @@ impl DatabaseLock {
         Ok(acquired)
     }
 
-    fn try_once(&mut self, session: &mut dyn Session) -> Result<bool> {
+    /// The first try of an acquire; part of the wait (which a pending signal
+    /// handler may cut short) unless `wait` is [`Wait::Once`].
+    fn try_once(&mut self, session: &mut dyn Session, wait: Wait) -> Result<bool> {
         let param = self.target.param();
-        let row = match self.flavor {
-            Flavor::MySql => session.query("SELECT GET_LOCK(?, 0)", &[&param]),
-            Flavor::Postgres => session.query("SELECT pg_try_advisory_lock(?::bigint)", &[&param]),
+        let sql = match self.flavor {
+            Flavor::MySql => "SELECT GET_LOCK(?, 0)",
+            Flavor::Postgres => "SELECT pg_try_advisory_lock(?::bigint)",
         };
-        let row = row.map_err(|err| self.fail(session, "cannot acquire", &err))?;
-        self.lock_result(session, &row)
+        let row = if wait == Wait::Once {
+            session.query(sql, &[&param])
+        } else {
+            session.wait_query(sql, &[&param], Duration::ZERO)
+        };
+        match row {
+            Ok(row) => self.lock_result(session, &row),
+            Err(err) if self.cut_short_by_signal(session, &err) => Ok(false),
+            Err(err) => Err(self.fail(session, "cannot acquire", &err)),
+        }
+    }
+
+    /// A wait whose connection broke while a PHP signal handler was due (a
+    /// signal can break a blocking read of the client library, and a
+    /// connection of our own is cut for it): given up like one cut short by
+    /// the signal, the connection forgotten.
+    fn cut_short_by_signal(&mut self, session: &mut dyn Session, err: &SqlError) -> bool {
+        if (super::interrupted() || session.signal_handled()) && err.lost_connection(self.flavor) {
+            self.forget_session(session);
+            self.refusal = Some(Refusal::Interrupted);
+            return true;
+        }
+        false
     }
 
     /// GET_LOCK: 1 acquired, 0 timed out, NULL an error (e.g. killed).
@@ -537,21 +595,13 @@ impl DatabaseLock {
                 return Ok(false);
             };
             let seconds = format!("{:.3}", slice.as_secs_f64());
-            match session.query("SELECT GET_LOCK(?, ?)", &[&param, &seconds]) {
+            match session.wait_query("SELECT GET_LOCK(?, ?)", &[&param, &seconds], slice) {
                 Ok(row) => {
                     if self.lock_result(session, &row)? {
                         return Ok(true);
                     }
                 }
-                // A signal can break a blocking read of the client library.
-                Err(err)
-                    if (super::interrupted() || session.signal_handled())
-                        && err.lost_connection(self.flavor) =>
-                {
-                    self.forget_session(session);
-                    self.refusal = Some(Refusal::Interrupted);
-                    return Ok(false);
-                }
+                Err(err) if self.cut_short_by_signal(session, &err) => return Ok(false),
                 Err(err) => return Err(self.fail(session, "cannot acquire", &err)),
             }
         }
@@ -587,13 +637,14 @@ impl DatabaseLock {
             // Inside the user's transaction the slice's lock_timeout is
             // local to it (rolled back with the savepoint), so a SET LOCAL
             // of the user's never becomes the session's setting.
-            let attempt = session.query(
+            let attempt = session.wait_query(
                 if in_transaction {
                     "SELECT set_config('lock_timeout', ?, true), pg_advisory_lock(?::bigint)"
                 } else {
                     "SELECT set_config('lock_timeout', ?, false), pg_advisory_lock(?::bigint)"
                 },
                 &[&timeout, &param],
+                slice,
             );
             match attempt {
                 Ok(_) => {
@@ -629,14 +680,7 @@ impl DatabaseLock {
                 }
                 Ok(acquired)
             }
-            Err(err)
-                if (super::interrupted() || session.signal_handled())
-                    && err.lost_connection(self.flavor) =>
-            {
-                self.forget_session(session);
-                self.refusal = Some(Refusal::Interrupted);
-                Ok(false)
-            }
+            Err(err) if self.cut_short_by_signal(session, &err) => Ok(false),
             Err(err) => Err(self.fail(session, "cannot acquire", &err)),
         }
     }
@@ -1009,6 +1053,79 @@ fn close_on_exec_by_local_port(port: u16) {
                 }
             }
         }
+    }
+}
+
+/// Watches one statement on a connection the lock opened itself, whose
+/// sockets are `fds`: when the server has not answered [`ANSWER_GRACE`]
+/// after the statement's own wait (`slice`, for a wait statement), or, for a
+/// wait statement, once `interrupt` is set (a PHP signal handler pending)
+/// [`INTERRUPT_GRACE`] after its slice, the sockets are shut down so that
+/// the blocked read returns. [`StatementWatch::finish`] says which.
+pub fn watch_statement(
+    fds: &[i32],
+    slice: Option<Duration>,
+    interrupt: Option<InterruptFlag>,
+) -> StatementWatch {
+    let started = std::time::Instant::now();
+    let budget = slice.unwrap_or(Duration::ZERO) + ANSWER_GRACE;
+    let on_interrupt = slice
+        .zip(interrupt)
+        .map(|(slice, flag)| (started + slice + INTERRUPT_GRACE, flag));
+    StatementWatch {
+        watch: sys::watch_sockets(fds, started + budget, on_interrupt),
+        budget,
+    }
+}
+
+/// See [`watch_statement`].
+pub struct StatementWatch {
+    watch: sys::SocketWatch,
+    budget: Duration,
+}
+
+impl StatementWatch {
+    /// Ends the watch. `Err` when it cut the connection: the error to
+    /// report (a lost connection; the statement's own result, if any, no
+    /// longer counts).
+    ///
+    /// # Errors
+    ///
+    /// The [`SqlError`] saying the server did not answer in time, or that
+    /// the statement was cut for a pending signal handler.
+    pub fn finish(self, flavor: Flavor) -> std::result::Result<(), SqlError> {
+        let message = match self.watch.finish() {
+            None => return Ok(()),
+            Some(sys::Cut::Interrupt) => "the server had not answered when a PHP signal handler \
+                                          was due, so the connection was closed"
+                .to_owned(),
+            Some(sys::Cut::Deadline) => format!(
+                "the server did not answer within {} s, so the connection was closed \
+                 (the next acquire() opens a new one)",
+                self.budget.as_secs_f64()
+            ),
+        };
+        Err(lost_connection_error(flavor, message))
+    }
+}
+
+/// An [`SqlError`] that [`SqlError::lost_connection`] classifies as lost.
+fn lost_connection_error(flavor: Flavor, message: String) -> SqlError {
+    match flavor {
+        // 2013: CR_SERVER_LOST, "Lost connection to server during query".
+        Flavor::MySql => SqlError {
+            sqlstate: "HY000".to_owned(),
+            code: Some(2013),
+            message,
+            connecting: false,
+        },
+        // 08006: connection_failure.
+        Flavor::Postgres => SqlError {
+            sqlstate: "08006".to_owned(),
+            code: None,
+            message,
+            connecting: false,
+        },
     }
 }
 

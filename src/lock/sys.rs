@@ -8,8 +8,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Identity of a file (device and inode), from fstat/lstat, with its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,6 +434,9 @@ extern "C" fn after_fork_in_parent() {
 
 extern "C" fn in_fork_child() {
     PID.store(0, Ordering::Relaxed);
+    // The parent's watchdog thread is not in the child: the child starts
+    // its own when it first needs one.
+    WATCHDOG.store(std::ptr::null_mut(), Ordering::Release);
     // SAFETY: before_fork locked LOCK_FDS in the thread that forked, which
     // is this one (the child's only thread); nothing else can touch it
     // until the unlock below.
@@ -468,5 +472,286 @@ unsafe fn replace_fd(with: RawFd, fd: RawFd) {
     unsafe {
         libc::dup2(with, fd);
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+}
+
+/// A flag another thread sets when work is waiting for the thread that
+/// blocks (PHP: the engine's `EG(vm_interrupt)`, set by pcntl when a signal
+/// handler is pending).
+#[derive(Clone, Copy)]
+pub struct InterruptFlag(*const AtomicBool);
+
+// SAFETY: only read, atomically; `InterruptFlag::new`'s caller promises the
+// flag outlives every watch that reads it.
+unsafe impl Send for InterruptFlag {}
+
+impl InterruptFlag {
+    /// # Safety
+    ///
+    /// `flag` points at a one-byte boolean that stays valid (and is written
+    /// only as a whole byte) for as long as any [`SocketWatch`] given this
+    /// flag is armed.
+    pub unsafe fn new(flag: *const AtomicBool) -> Self {
+        InterruptFlag(flag)
+    }
+
+    fn is_set(self) -> bool {
+        // SAFETY: valid while armed (see `new`).
+        unsafe { (*self.0).load(Ordering::SeqCst) }
+    }
+}
+
+/// One statement being watched.
+struct Armed {
+    id: u64,
+    fds: Vec<RawFd>,
+    deadline: Instant,
+    /// From this instant on, a set flag cuts the statement short too.
+    on_interrupt: Option<(Instant, InterruptFlag)>,
+    fired: Option<Cut>,
+}
+
+/// Why a [`SocketWatch`] shut its sockets down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// The deadline passed.
+    Deadline,
+    /// The interrupt flag was set.
+    Interrupt,
+}
+
+/// The thread that shuts down the sockets of statements that overran. One
+/// per process: a fork child, which has no copy of the thread, makes its own
+/// (in_fork_child forgets the parent's, whose mutex the child never touches).
+struct Watchdog {
+    armed: Mutex<Vec<Armed>>,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+static WATCHDOG: std::sync::atomic::AtomicPtr<Watchdog> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static NEXT_WATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// How often a watch that may be cut short by the interrupt flag looks at it.
+const INTERRUPT_POLL: Duration = Duration::from_millis(20);
+
+fn watchdog() -> Option<&'static Watchdog> {
+    register_fork_handler();
+    let current = WATCHDOG.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: watchdogs are leaked, never freed.
+        return Some(unsafe { &*current });
+    }
+    let dog: &'static Watchdog = Box::leak(Box::new(Watchdog {
+        armed: Mutex::new(Vec::new()),
+        thread: OnceLock::new(),
+    }));
+    let thread = spawn_without_signals(move || dog.run())?;
+    let _ = dog.thread.set(thread);
+    match WATCHDOG.compare_exchange(
+        std::ptr::null_mut(),
+        std::ptr::from_ref(dog).cast_mut(),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => Some(dog),
+        // Another thread (ZTS) made one first: ours parks for ever, unused.
+        // SAFETY: as above.
+        Err(theirs) => Some(unsafe { &*theirs }),
+    }
+}
+
+/// Spawns a thread with every signal blocked, so that the kernel never
+/// delivers a process signal (meant for PHP's pcntl handlers) to it.
+fn spawn_without_signals(body: impl FnOnce() + Send + 'static) -> Option<std::thread::Thread> {
+    // SAFETY: sigset_t is plain data, filled by sigfillset; the thread's
+    // mask is put back right after the spawn, which inherits the full one.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+        let spawned = std::thread::Builder::new()
+            .name("cronlock-watch".to_owned())
+            .stack_size(64 * 1024)
+            .spawn(body);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        spawned.ok().map(|handle| handle.thread().clone())
+    }
+}
+
+impl Watchdog {
+    fn run(&self) {
+        loop {
+            match self.check(Instant::now()) {
+                None => std::thread::park(),
+                Some(wait) => std::thread::park_timeout(wait),
+            }
+        }
+    }
+
+    /// Cuts what overran; returns how long until the next check is due.
+    fn check(&self, now: Instant) -> Option<Duration> {
+        let mut armed = self.armed.lock();
+        let mut next: Option<Duration> = None;
+        for watch in armed.iter_mut().filter(|w| w.fired.is_none()) {
+            let interrupted = watch
+                .on_interrupt
+                .is_some_and(|(from, flag)| now >= from && flag.is_set());
+            let cut = if interrupted {
+                Cut::Interrupt
+            } else if now >= watch.deadline {
+                Cut::Deadline
+            } else {
+                let mut due = watch.deadline - now;
+                if let Some((from, _)) = watch.on_interrupt {
+                    due = due.min(from.saturating_duration_since(now).max(INTERRUPT_POLL));
+                }
+                next = Some(next.map_or(due, |n| n.min(due)));
+                continue;
+            };
+            {
+                for &fd in &watch.fds {
+                    // SAFETY: shutdown(2) on a descriptor number the
+                    // statement's connection owns (it is closed only after
+                    // the watch is disarmed); the descriptor stays open.
+                    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                }
+                watch.fired = Some(cut);
+            }
+        }
+        next
+    }
+}
+
+/// While it lives, a statement on the connection whose sockets are `fds`
+/// is watched: at `deadline`, or once `on_interrupt`'s flag is set after its
+/// instant, the sockets are shut down (both directions; the descriptors stay
+/// open for their owner), so the blocked read returns at once and the client
+/// library reports the connection lost. [`SocketWatch::finish`] says whether
+/// and why that happened (then the connection is dead, whatever the
+/// statement said).
+pub struct SocketWatch {
+    armed: Option<(&'static Watchdog, u64)>,
+}
+
+/// Watches a statement (see [`SocketWatch`]). Without a watchdog thread (it
+/// could not be started) or without descriptors, nothing is cut.
+pub fn watch_sockets(
+    fds: &[RawFd],
+    deadline: Instant,
+    on_interrupt: Option<(Instant, InterruptFlag)>,
+) -> SocketWatch {
+    if fds.is_empty() {
+        return SocketWatch { armed: None };
+    }
+    let Some(dog) = watchdog() else {
+        return SocketWatch { armed: None };
+    };
+    let id = NEXT_WATCH.fetch_add(1, Ordering::Relaxed);
+    dog.armed.lock().push(Armed {
+        id,
+        fds: fds.to_vec(),
+        deadline,
+        on_interrupt,
+        fired: None,
+    });
+    if let Some(thread) = dog.thread.get() {
+        thread.unpark();
+    }
+    SocketWatch {
+        armed: Some((dog, id)),
+    }
+}
+
+impl SocketWatch {
+    /// Ends the watch: why the sockets were shut down, if they were.
+    pub fn finish(mut self) -> Option<Cut> {
+        self.disarm()
+    }
+
+    fn disarm(&mut self) -> Option<Cut> {
+        let (dog, id) = self.armed.take()?;
+        let mut armed = dog.armed.lock();
+        let at = armed.iter().position(|w| w.id == id)?;
+        armed.swap_remove(at).fired
+    }
+}
+
+impl Drop for SocketWatch {
+    fn drop(&mut self) {
+        self.disarm();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected pair of Unix sockets: (ours, the "server" that never answers).
+    fn socket_pair() -> (File, File) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair(2) writes.
+        let made =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        assert_eq!(made, 0);
+        // SAFETY: both were just created and are owned by nobody else.
+        unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
+    }
+
+    fn blocked_read(file: &File) -> isize {
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` is writable for its length.
+        unsafe { libc::read(file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+    }
+
+    #[test]
+    fn a_statement_past_its_deadline_has_its_socket_shut_down() {
+        let (ours, _server) = socket_pair();
+        let started = Instant::now();
+        let watch = watch_sockets(
+            &[ours.as_raw_fd()],
+            started + Duration::from_millis(200),
+            None,
+        );
+        assert_eq!(blocked_read(&ours), 0, "end of file once cut");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert_eq!(watch.finish(), Some(Cut::Deadline));
+    }
+
+    #[test]
+    fn a_set_interrupt_flag_cuts_a_watched_statement_after_its_instant() {
+        static FLAG: AtomicBool = AtomicBool::new(false);
+        let (ours, _server) = socket_pair();
+        let started = Instant::now();
+        // SAFETY: a static lives for ever.
+        let flag = unsafe { InterruptFlag::new(&raw const FLAG) };
+        let watch = watch_sockets(
+            &[ours.as_raw_fd()],
+            started + Duration::from_secs(60),
+            Some((started + Duration::from_millis(100), flag)),
+        );
+        FLAG.store(true, Ordering::SeqCst);
+        assert_eq!(blocked_read(&ours), 0);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert_eq!(watch.finish(), Some(Cut::Interrupt));
+    }
+
+    #[test]
+    fn a_statement_answered_in_time_is_left_alone() {
+        let (ours, server) = socket_pair();
+        let watch = watch_sockets(
+            &[ours.as_raw_fd()],
+            Instant::now() + Duration::from_secs(60),
+            None,
+        );
+        // SAFETY: writes one byte from a live buffer.
+        unsafe { libc::write(server.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        assert_eq!(blocked_read(&ours), 1);
+        assert_eq!(watch.finish(), None);
+        // SAFETY: as above.
+        unsafe { libc::write(server.as_raw_fd(), b"y".as_ptr().cast(), 1) };
+        assert_eq!(blocked_read(&ours), 1, "still connected");
     }
 }
