@@ -195,10 +195,18 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertTrue($lock->release());
     }
 
-    public function testAProgramTheHolderStartedDoesNotKeepTheUsersSessionAfterTheHolderIsKilled(): void
+    /** @return iterable<string, array{bool}> */
+    public static function transports(): iterable
+    {
+        yield 'TCP' => [false];
+        yield "the server's Unix socket" => [true];
+    }
+
+    /** @dataProvider transports */
+    public function testAProgramTheHolderStartedDoesNotKeepTheUsersSessionAfterTheHolderIsKilled(bool $unixSocket): void
     {
         $name = self::name('exec');
-        $code = '$pdo = ' . self::pdoCode() . '; $lock = new \CronLock\Database($pdo, ' . var_export($name, true) . ");\n" . <<<'PHP'
+        $code = '$pdo = ' . ($unixSocket ? self::socketPdoCode() : self::pdoCode()) . '; $lock = new \CronLock\Database($pdo, ' . var_export($name, true) . ");\n" . <<<'PHP'
             if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
             $sp = proc_open(['sleep', '30'], [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pp);
             echo "SLEEP ", proc_get_status($sp)['pid'], "\n";

@@ -386,8 +386,8 @@ namespace CronLock {
      *
      * Fork: a DSN lock's own connection is detached in a pcntl_fork() child (the child
      * can neither release nor end the parent's session; its objects open connections of
-     * their own) and is close-on-exec (so is the PDO given, over TCP: a program the job
-     * starts never keeps the session alive). With the PDO given, release() and destruction of
+     * their own) and is close-on-exec (so is the PDO given, from its first acquire(), over
+     * TCP or the server's Unix socket: a program the job starts never keeps the session alive). With the PDO given, release() and destruction of
      * the lock in the child send nothing, but the child's copy of that PDO closes the
      * shared connection when the child ends normally: give a cron job a DSN.
      */

@@ -858,7 +858,8 @@ impl DatabaseLock {
             // client port, which names the socket of a user's PDO.
             Flavor::MySql => session.query(
                 "SELECT CONCAT(@@hostname, ':', @@port), CONNECTION_ID(), \
-                 (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID())",
+                 (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()), \
+                 @@socket",
                 &[],
             )?,
             // Port, database and start time: advisory locks are per database.
@@ -872,16 +873,24 @@ impl DatabaseLock {
             server: row.first().and_then(Value::text).unwrap_or_default(),
             id: row.get(1).and_then(Value::int).unwrap_or(-1),
         };
-        if !session.owns_connection() {
+        if self.flavor == Flavor::MySql && !session.owns_connection() {
             // mysqlnd leaves its socket inheritable (libpq does not): a
             // program the job exec()s would keep the user's session, and
-            // the lock, alive after the job is killed.
-            let client_port = row
-                .get(2)
-                .and_then(Value::text)
-                .and_then(|host| host.rsplit_once(':')?.1.parse::<u16>().ok());
-            if let Some(port) = client_port {
-                close_on_exec_by_local_port(port);
+            // the lock, alive after the job is killed. Over TCP our own
+            // process-list row names the client port; over the server's
+            // Unix socket (HOST 'localhost') the socket is found by its peer,
+            // the server's @@socket.
+            let host = row.get(2).and_then(Value::text).unwrap_or_default();
+            if let Some(port) = host
+                .rsplit_once(':')
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+            {
+                sys::close_on_exec_sockets(sys::SocketMatch::LocalPort(port));
+            } else if let Some(socket) = row.get(3).and_then(Value::text).filter(|s| !s.is_empty())
+            {
+                sys::close_on_exec_sockets(sys::SocketMatch::UnixPeer(std::path::Path::new(
+                    &socket,
+                )));
             }
         }
         self.info = Some(info.clone());
@@ -987,13 +996,7 @@ pub fn hostname() -> &'static str {
 /// the child does (PDO's destructor sends COM_QUIT or Terminate) can end
 /// the parent's session.
 pub fn track_connection_fd(fd: i32) {
-    // SAFETY: fcntl on a descriptor number; an invalid one only fails.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFD);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-        }
-    }
+    sys::set_close_on_exec(fd);
     sys::track_fd(fd);
 }
 
@@ -1021,39 +1024,6 @@ pub fn open_sockets() -> Vec<i32> {
                 .then_some(fd)
         })
         .collect()
-}
-
-/// Makes the TCP socket of this process whose local port is `port` (a
-/// user's PDO connection, as the server saw its client) close-on-exec.
-fn close_on_exec_by_local_port(port: u16) {
-    for fd in open_sockets() {
-        // SAFETY: an all-zero sockaddr_storage is a valid value.
-        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: `addr` is writable for `len` bytes.
-        let named = unsafe { libc::getsockname(fd, (&raw mut addr).cast(), &mut len) } == 0;
-        if !named {
-            continue;
-        }
-        let local = match i32::from(addr.ss_family) {
-            // SAFETY: the family says which sockaddr type was written.
-            libc::AF_INET => unsafe { (*(&raw const addr).cast::<libc::sockaddr_in>()).sin_port },
-            // SAFETY: as above.
-            libc::AF_INET6 => unsafe {
-                (*(&raw const addr).cast::<libc::sockaddr_in6>()).sin6_port
-            },
-            _ => continue,
-        };
-        if u16::from_be(local) == port {
-            // SAFETY: fcntl on a descriptor number; an invalid one only fails.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags >= 0 {
-                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                }
-            }
-        }
-    }
 }
 
 /// Watches one statement on a connection the lock opened itself, whose
