@@ -619,6 +619,14 @@ impl InterruptFlag {
     }
 }
 
+struct Watches {
+    list: Vec<Armed>,
+    /// When the watchdog thread looks next (`None`: when woken): a new
+    /// watch due no earlier needs no wake-up (a syscall and a context
+    /// switch on every statement otherwise).
+    next_check: Option<Instant>,
+}
+
 /// One statement being watched.
 struct Armed {
     id: u64,
@@ -642,7 +650,7 @@ pub enum Cut {
 /// per process: a fork child, which has no copy of the thread, makes its own
 /// (in_fork_child forgets the parent's, whose mutex the child never touches).
 struct Watchdog {
-    armed: Mutex<Vec<Armed>>,
+    armed: Mutex<Watches>,
     thread: OnceLock<std::thread::Thread>,
 }
 
@@ -661,7 +669,10 @@ fn watchdog() -> Option<&'static Watchdog> {
         return Some(unsafe { &*current });
     }
     let dog: &'static Watchdog = Box::leak(Box::new(Watchdog {
-        armed: Mutex::new(Vec::new()),
+        armed: Mutex::new(Watches {
+            list: Vec::new(),
+            next_check: None,
+        }),
         thread: OnceLock::new(),
     }));
     let thread = spawn_without_signals(move || dog.run())?;
@@ -712,7 +723,7 @@ impl Watchdog {
     fn check(&self, now: Instant) -> Option<Duration> {
         let mut armed = self.armed.lock();
         let mut next: Option<Duration> = None;
-        for watch in armed.iter_mut().filter(|w| w.fired.is_none()) {
+        for watch in armed.list.iter_mut().filter(|w| w.fired.is_none()) {
             let interrupted = watch
                 .on_interrupt
                 .is_some_and(|(from, flag)| now >= from && flag.is_set());
@@ -738,6 +749,7 @@ impl Watchdog {
                 watch.fired = Some(cut);
             }
         }
+        armed.next_check = next.map(|wait| now + wait);
         next
     }
 }
@@ -767,15 +779,22 @@ pub fn watch_sockets(
         return SocketWatch { armed: None };
     };
     let id = NEXT_WATCH.fetch_add(1, Ordering::Relaxed);
-    dog.armed.lock().push(Armed {
-        id,
-        fds: fds.to_vec(),
-        deadline,
-        on_interrupt,
-        fired: None,
-    });
-    if let Some(thread) = dog.thread.get() {
-        thread.unpark();
+    let first_due = on_interrupt.map_or(deadline, |(from, _)| from.min(deadline));
+    let wake = {
+        let mut armed = dog.armed.lock();
+        armed.list.push(Armed {
+            id,
+            fds: fds.to_vec(),
+            deadline,
+            on_interrupt,
+            fired: None,
+        });
+        armed.next_check.is_none_or(|next| next > first_due)
+    };
+    if wake {
+        if let Some(thread) = dog.thread.get() {
+            thread.unpark();
+        }
     }
     SocketWatch {
         armed: Some((dog, id)),
@@ -791,8 +810,8 @@ impl SocketWatch {
     fn disarm(&mut self) -> Option<Cut> {
         let (dog, id) = self.armed.take()?;
         let mut armed = dog.armed.lock();
-        let at = armed.iter().position(|w| w.id == id)?;
-        armed.swap_remove(at).fired
+        let at = armed.list.iter().position(|w| w.id == id)?;
+        armed.list.swap_remove(at).fired
     }
 }
 

@@ -680,11 +680,16 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
         fds,
         opened_by: database::current_pid(),
     };
+    let watch = database::watch_statement(&open.fds, None, None);
     if flavor == Flavor::Postgres {
         // Lets the busy line of another host name this process.
         name_postgres_session(&open.pdo);
     }
     keep_session_while_idle(&open.pdo, flavor);
+    watch.finish(flavor).map_err(|cut| SqlError {
+        connecting: true,
+        ..cut
+    })?;
     Ok(open)
 }
 
