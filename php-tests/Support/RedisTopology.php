@@ -35,20 +35,33 @@ final class RedisTopology
 
     public static function cluster(): self
     {
-        return self::start('cluster');
+        return self::start('cluster', []);
     }
 
     public static function masters(int $count): self
     {
-        return self::start('redlock', (string) $count);
+        return self::start('redlock', [], (string) $count);
     }
 
-    public static function sentinel(int $replicas): self
+    /**
+     * @param array{requirepass?: string, sentinel_requirepass?: string} $opts
+     *        'requirepass': the data nodes' password (the sentinels and
+     *        replicas are told it); 'sentinel_requirepass': the sentinels' own.
+     */
+    public static function sentinel(int $replicas, array $opts = []): self
     {
-        return self::start('sentinel', '--replicas=' . $replicas);
+        $args = ['--replicas=' . $replicas];
+        if (isset($opts['requirepass'])) {
+            $args[] = '--requirepass=' . $opts['requirepass'];
+        }
+        if (isset($opts['sentinel_requirepass'])) {
+            $args[] = '--sentinel-requirepass=' . $opts['sentinel_requirepass'];
+        }
+        return self::start('sentinel', $opts, ...$args);
     }
 
-    private static function start(string $kind, string ...$args): self
+    /** @param array{requirepass?: string, sentinel_requirepass?: string} $opts */
+    private static function start(string $kind, array $opts = [], string ...$args): self
     {
         $dir = RedisHarness::newDir("redis-$kind");
         if ($kind === 'redlock') {
@@ -59,7 +72,8 @@ final class RedisTopology
         $dir = (string) RedisHarness::fact($lines, 'dir');
         $servers = $sentinels = [];
         foreach (RedisHarness::nodes($lines) as $node) {
-            $server = RedisServer::fromHarness([], $dir, $node, false);
+            $password = $node['role'] === 'sentinel' ? ($opts['sentinel_requirepass'] ?? null) : ($opts['requirepass'] ?? null);
+            $server = RedisServer::fromHarness($password === null ? [] : ['requirepass' => $password], $dir, $node, false);
             if ($node['role'] === 'sentinel') {
                 $sentinels[] = $server;
             } else {
