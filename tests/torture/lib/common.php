@@ -401,14 +401,18 @@ function redis_nodes(array $lines): array
 
 /**
  * A redis-server of our own (DEBUG allowed) on a free loopback port in $dir,
- * started and stopped by pid through tests/redis-harness.
+ * started and stopped by pid through tests/redis-harness. Only the process
+ * that made the object starts, kills or stops it: a pcntl_fork() child's
+ * shutdown functions must not stop the parent's server.
  */
 final class RedisServer
 {
     public int $port = 0;
+    private int $owner;
 
     public function __construct(public string $dir)
     {
+        $this->owner = getmypid();
     }
 
     /** A port nothing listens on (for "connection refused" inputs). */
@@ -447,14 +451,16 @@ final class RedisServer
     /** SIGKILL, like a crash; the port stays ours for start(). */
     public function kill(): void
     {
-        redis_harness('kill', $this->dir, 'n0');
+        if (getmypid() === $this->owner) {
+            redis_harness('kill', $this->dir, 'n0');
+        }
     }
 
     /** Stops the server and removes its directory. */
     public function stop(): void
     {
         clearstatcache();
-        if (is_file("$this->dir/harness.state")) {
+        if (getmypid() === $this->owner && is_file("$this->dir/harness.state")) {
             redis_harness('stop', $this->dir);
         }
     }
@@ -474,10 +480,12 @@ final class RedisTopology
     public string $dsn;
     /** @var array<string, array{role: string, port: int, pid: int}> */
     public array $nodes;
+    private int $owner;
 
     /** @param string $kind 'sentinel' or 'cluster' */
     public function __construct(public string $dir, string $kind, string ...$options)
     {
+        $this->owner = getmypid();
         $lines = redis_harness('start', $kind, $dir, ...$options);
         $this->nodes = redis_nodes($lines);
         foreach ($lines as $line) {
@@ -551,7 +559,7 @@ final class RedisTopology
     public function stop(): void
     {
         clearstatcache();
-        if (is_file("$this->dir/harness.state")) {
+        if (getmypid() === $this->owner && is_file("$this->dir/harness.state")) {
             redis_harness('stop', $this->dir);
         }
     }
