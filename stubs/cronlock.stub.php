@@ -221,7 +221,11 @@ namespace CronLock {
          *
          * @param string|list<string> $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…'
          *        (TLS; trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
-         *        certificate checks), 'unix:///path/to/redis.sock'. A list of such DSNs of
+         *        certificate checks), 'unix:///path/to/redis.sock[?db=N][&user=U&pass=P]'. The
+         *        database may also be given as '?db=N' on redis:// and rediss:// (the same lock as
+         *        '/N'; '/N' and '?db=M' that differ are a \ValueError). Refused with \ValueError
+         *        rather than ignored: any other query parameter or one given twice, ':' with no
+         *        port after it, a '#fragment' other than rediss://'s '#insecure'. A list of such DSNs of
          *        independent masters (no two the same address) is Redlock: the lock is held when a
          *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
          *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
@@ -237,7 +241,9 @@ namespace CronLock {
          *        follows a failover and never trusts an old master that still takes writes. A key
          *        that did not reach the new master makes renew() false (never silently kept).
          *        'redis-cluster://[[user]:password@]host[:port][,host[:port]…]' (seed nodes;
-         *        'rediss-cluster://' for TLS): commands go to the node that owns the key's slot,
+         *        'rediss-cluster://' for TLS; no '?query', no '#fragment' but rediss-cluster://'s
+         *        '#insecure'; a Sentinel DSN takes neither '?' nor any fragment but that one
+         *        either): commands go to the node that owns the key's slot,
          *        MOVED and ASK are followed (resharding while held is survived), an unreachable
          *        node sends us back to the seeds. The lock key is exactly $key; its fence counter
          *        and release channel are '$key:fence' / '$key:released' when $key has a hash tag,

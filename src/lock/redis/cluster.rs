@@ -46,10 +46,14 @@ impl Cluster {
             return Ok(None);
         };
         let rest = &dsn[scheme.len() + "-cluster://".len()..];
-        let (rest, insecure) = match rest.strip_suffix("#insecure") {
-            Some(rest) => (rest.strip_suffix('/').unwrap_or(rest), true),
-            None => (rest.strip_suffix('/').unwrap_or(rest), false),
-        };
+        let (rest, insecure) = split_fragment(rest, scheme, "cluster")?;
+        if rest.contains('?') {
+            return Err(Error::value(
+                "$dsn",
+                "must not have a query (?…): a cluster has no databases",
+            ));
+        }
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
         let shape = || {
             Error::value(
                 "$dsn",
@@ -241,7 +245,53 @@ fn has_hash_tag(key: &str) -> bool {
         .is_some_and(|(tag, _)| !tag.is_empty())
 }
 
+/// `(before '#', whether it is #insecure)`: only TLS (`rediss-…://`) takes
+/// a fragment, and only that one; the rest is refused rather than ignored.
+pub(super) fn split_fragment<'a>(
+    rest: &'a str,
+    scheme: &str,
+    kind: &str,
+) -> Result<(&'a str, bool)> {
+    match rest.split_once('#') {
+        None => Ok((rest, false)),
+        Some((rest, "insecure")) if scheme == "rediss" => Ok((rest, true)),
+        Some(_) => Err(Error::value(
+            "$dsn",
+            format!("must not have a #fragment (only rediss-{kind}:// takes #insecure)"),
+        )),
+    }
+}
+
 fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
     text.get(..prefix.len())
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cluster;
+    use crate::error::Error;
+
+    fn refusal(dsn: &str) -> String {
+        match Cluster::parse(dsn) {
+            Err(Error::InvalidValue { reason, .. }) => reason,
+            Err(other) => panic!("{dsn}: {other}"),
+            Ok(found) => panic!("{dsn}: accepted ({})", found.is_some()),
+        }
+    }
+
+    #[test]
+    fn a_query_or_a_stray_fragment_is_refused() {
+        assert!(refusal("redis-cluster://h:1?db=2").contains("no databases"));
+        assert!(refusal("redis-cluster://h:1,h:2/?x=1").contains("no databases"));
+        for dsn in ["redis-cluster://h:1#insecure", "rediss-cluster://h:1#x"] {
+            assert_eq!(
+                refusal(dsn),
+                "must not have a #fragment (only rediss-cluster:// takes #insecure)"
+            );
+        }
+        assert!(Cluster::parse("rediss-cluster://h:1/#insecure")
+            .unwrap()
+            .is_some());
+    }
 }

@@ -134,8 +134,12 @@
 //!
 //! Parsed by the redis crate: `redis://[[user]:password@]host[:port][/db]`,
 //! `rediss://…` for TLS, `unix:///path/to/redis.sock` (with `?db=N`,
-//! `?user=U&pass=P` as query parameters). Percent-encode reserved characters
-//! in user names and passwords. No error message ever contains the password.
+//! `?user=U&pass=P` as query parameters). `?db=N` works on TCP too (the
+//! crate reads it only for unix://); module `dsn` refuses what the crate
+//! would ignore: other query parameters, one given twice, `/N` and `?db=M`
+//! that differ, an empty port, a fragment other than rediss://'s
+//! `#insecure`. Percent-encode reserved characters in user names and
+//! passwords. No error message ever contains the password.
 //!
 //! # TLS
 //!

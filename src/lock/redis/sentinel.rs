@@ -6,6 +6,7 @@
 //! `ROLE` that it reached a master. An old master that still takes writes
 //! after a failover is never asked again.
 
+use super::cluster::split_fragment;
 use super::connection::{open, Server};
 use super::dsn::{parse_dsn, Secrets};
 use super::errors::describe_failure;
@@ -65,10 +66,13 @@ impl Sentinel {
             return Ok(None);
         };
         let rest = &dsn[scheme.len() + "-sentinel://".len()..];
-        let (rest, insecure) = match rest.strip_suffix("#insecure") {
-            Some(rest) => (rest, true),
-            None => (rest, false),
-        };
+        let (rest, insecure) = split_fragment(rest, scheme, "sentinel")?;
+        if rest.contains('?') {
+            return Err(Error::value(
+                "$dsn",
+                "must not have a query (?…); give the database as /master/db",
+            ));
+        }
         let shape = || {
             Error::value(
                 "$dsn",
@@ -292,5 +296,28 @@ mod auth_tests {
         let shown = format!("{auth:?}");
         assert!(shown.contains("watcher"), "{shown}");
         assert!(!shown.contains("Hunter2"), "{shown}");
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::Sentinel;
+    use crate::error::Error;
+
+    fn refusal(dsn: &str) -> String {
+        match Sentinel::parse(dsn) {
+            Err(Error::InvalidValue { reason, .. }) => reason,
+            Err(other) => panic!("{dsn}: {other}"),
+            Ok(found) => panic!("{dsn}: accepted ({})", found.is_some()),
+        }
+    }
+
+    #[test]
+    fn a_query_or_a_stray_fragment_is_refused() {
+        assert!(refusal("redis-sentinel://h:1/m?db=2").contains("/master/db"));
+        assert!(refusal("redis-sentinel://h:1/m#insecure").contains("rediss-sentinel://"));
+        assert!(Sentinel::parse("rediss-sentinel://h:1/m/2#insecure")
+            .unwrap()
+            .is_some());
     }
 }
