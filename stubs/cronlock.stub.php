@@ -557,7 +557,8 @@ namespace {
      * - When busy, one line naming the lock and the holder's pid goes to error_log()
      *   ("held by another process (pid unknown)" when unknown). Names are cut to 200
      *   characters; control characters in logged names, holders and messages are escaped
-     *   (\n, \u{1b}), so each log line is one line.
+     *   (\n, \u{1b}), so each log line is one line. A Redis key holding any bytes is busy,
+     *   whatever its value: bytes of the holder that are not UTF-8 are shown as \xNN.
      * - A wait ended by a pending pcntl signal handler logs "cron_guard: waiting for lock
      *   <what> was interrupted by a signal; skipping this run", returns null and ignores
      *   on_busy (File and Redis; for a userland lock it cannot be told from contention).
