@@ -233,9 +233,10 @@ namespace CronLock {
          *        failed attempt deletes the grants it got; a minority down or stopped costs at most
          *        read_timeout (+ connect_timeout) per call and does not stop the lock.
          *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'
-         *        ('rediss-sentinel://' for TLS; default port 26379; the DSN's user and password are
+         *        ('rediss-sentinel://' for TLS; default port 26379; the master name is
+         *        percent-decoded, '%20' for a space; the DSN's user and password are
          *        the master's; sentinels are asked without AUTH unless $options 'sentinel_password'
-         *        is given): before every acquire, renew and release the
+         *        is given, and a sentinel that wants one says so naming that option): before every acquire, renew and release the
          *        sentinels (the first that answers) name the master (SENTINEL
          *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
          *        follows a failover and never trusts an old master that still takes writes. A key

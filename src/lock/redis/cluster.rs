@@ -15,6 +15,7 @@ use super::dsn::{parse_dsn, Secrets};
 use super::errors::Failure;
 use super::options::RedisOptions;
 use super::redlock::Node;
+use super::sentinel::refused_part;
 use crate::error::{Error, Result};
 use redis::{Connection, RedisResult};
 
@@ -79,6 +80,9 @@ impl Cluster {
             next_seed: 0,
         };
         for host in hosts.split(',') {
+            if host.is_empty() {
+                return Err(shape());
+            }
             let has_port = match host.strip_prefix('[') {
                 Some(v6) => v6.contains("]:"),
                 None => host.contains(':'),
@@ -90,7 +94,7 @@ impl Cluster {
             };
             cluster
                 .server(&seed)
-                .map_err(|err| Error::value("$dsn", secrets.scrub(err.to_string())))?;
+                .map_err(|err| refused_part(err, &secrets))?;
             cluster.seeds.push(seed);
         }
         Ok(Some((cluster, secrets)))
@@ -293,5 +297,21 @@ mod tests {
         assert!(Cluster::parse("rediss-cluster://h:1/#insecure")
             .unwrap()
             .is_some());
+    }
+
+    #[test]
+    fn a_bad_seed_is_said_once_and_in_the_cluster_grammar() {
+        let shape = "must look like redis-cluster://[[user]:password@]host[:port][,host[:port]…] \
+                     (seed nodes; a cluster has no databases)";
+        for dsn in [
+            "redis-cluster://h:1,",
+            "redis-cluster://,h:1",
+            "redis-cluster://h:1,,h:2",
+        ] {
+            assert_eq!(refusal(dsn), shape, "{dsn}");
+        }
+        let bad_port = refusal("redis-cluster://:Pw-Secret-1@h:1,h:x");
+        assert!(!bad_port.contains("$dsn"), "{bad_port}");
+        assert!(!bad_port.contains("Pw-Secret"), "{bad_port}");
     }
 }
