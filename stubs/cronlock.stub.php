@@ -246,7 +246,9 @@ namespace CronLock {
          *        '#insecure'; a Sentinel DSN takes neither '?' nor any fragment but that one
          *        either): commands go to the node that owns the key's slot,
          *        MOVED and ASK are followed (resharding while held is survived), an unreachable
-         *        node sends us back to the seeds. The lock key is exactly $key; its fence counter
+         *        node sends us back to the seeds; the whole call, whatever it walks, takes at most
+         *        read_timeout + connect_timeout + read_timeout (the release at the end of the
+         *        request too). The lock key is exactly $key; its fence counter
          *        and release channel are '$key:fence' / '$key:released' when $key has a hash tag,
          *        else '{$key}:fence' / '{$key}:released' (same slot); a $key with '}' but no hash
          *        tag throws \ValueError. Waiters hear releases through cluster-wide PUBLISH on

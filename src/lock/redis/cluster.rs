@@ -10,14 +10,15 @@
 //! suffix); without one they get `$key` as their hash tag (`{$key}` +
 //! suffix), which hashes like `$key` itself.
 
-use super::connection::{run_retrying_once, Server};
+use super::connection::{with_connection, Server};
 use super::dsn::{parse_dsn, Secrets};
-use super::errors::Failure;
+use super::errors::{is_interrupted, Failure};
 use super::options::RedisOptions;
 use super::redlock::Node;
 use super::sentinel::refused_part;
 use crate::error::{Error, Result};
-use redis::{Connection, RedisResult};
+use redis::{Connection, ErrorKind, RedisResult};
+use std::time::{Duration, Instant};
 
 /// The most redirections one command follows (a resharding moves a slot
 /// once; more means the cluster is still settling).
@@ -149,6 +150,12 @@ impl Cluster {
 
     /// Runs `command` on the node that owns the key, following `MOVED` and
     /// `ASK`, and falling back to the seeds when the node is unreachable.
+    ///
+    /// The whole call, however many nodes it walks, takes at most
+    /// [`call_budget`]: every connect and every reply is awaited only for
+    /// what is left of it, so a stalled cluster costs one budget, not one
+    /// timeout per seed. Returns whether the command may have run before
+    /// the try that answered (a broken connection's try).
     pub(super) fn run<T>(
         &mut self,
         node: &mut Node,
@@ -156,21 +163,34 @@ impl Cluster {
         in_wait: bool,
         mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failure> {
+        let deadline = Instant::now() + call_budget(options);
         let mut unreachable = 0;
         let mut redirects = 0;
+        let mut broken_once = false;
         loop {
-            let failure = match run_retrying_once(
-                &mut node.conn,
-                &node.server,
-                options,
-                in_wait,
-                &mut command,
-            ) {
-                Ok(done) => return Ok(done),
+            let left = deadline.saturating_duration_since(Instant::now());
+            let bounded = within(options, left);
+            let failure = match with_connection(&mut node.conn, &node.server, &bounded, |conn| {
+                set_timeouts(conn, bounded.read_timeout)?;
+                command(conn)
+            }) {
+                Ok(done) => return Ok((done, broken_once)),
                 Err(failure) => failure,
             };
+            let out_of_time = deadline <= Instant::now();
             match &failure {
-                Failure::Command(err) if redirects < MAX_REDIRECTS => {
+                Failure::Command(err)
+                    if in_wait && is_interrupted(err) && crate::lock::interrupted() =>
+                {
+                    return Err(failure);
+                }
+                // Once more on a new connection, as for one server.
+                Failure::Command(err)
+                    if err.kind() == ErrorKind::Io && !broken_once && !out_of_time =>
+                {
+                    broken_once = true;
+                }
+                Failure::Command(err) if redirects < MAX_REDIRECTS && !out_of_time => {
                     let Some((address, _)) = err.redirect_node() else {
                         return Err(failure);
                     };
@@ -186,26 +206,24 @@ impl Cluster {
                         Ok(server) => server,
                         Err(_) => return Err(failure),
                     });
-                    return run_retrying_once(
-                        &mut target.conn,
-                        &target.server,
-                        options,
-                        in_wait,
-                        |conn| {
-                            redis::cmd("ASKING").query::<()>(conn)?;
-                            match command(conn) {
-                                // A script the node did not know: the crate
-                                // loaded it and sent it again, without ASKING.
-                                Err(err) if err.redirect_node().is_some() => {
-                                    redis::cmd("ASKING").query::<()>(conn)?;
-                                    command(conn)
-                                }
-                                other => other,
+                    let bounded =
+                        within(options, deadline.saturating_duration_since(Instant::now()));
+                    return with_connection(&mut target.conn, &target.server, &bounded, |conn| {
+                        set_timeouts(conn, bounded.read_timeout)?;
+                        redis::cmd("ASKING").query::<()>(conn)?;
+                        match command(conn) {
+                            // A script the node did not know: the crate
+                            // loaded it and sent it again, without ASKING.
+                            Err(err) if err.redirect_node().is_some() => {
+                                redis::cmd("ASKING").query::<()>(conn)?;
+                                command(conn)
                             }
-                        },
-                    );
+                            other => other,
+                        }
+                    })
+                    .map(|done| (done, broken_once));
                 }
-                Failure::Connect(_) if unreachable < self.seeds.len() => {
+                Failure::Connect(_) if unreachable < self.seeds.len() && !out_of_time => {
                     // The node may be gone (failover, resharding): ask a seed.
                     unreachable += 1;
                     let seed = self.seeds[self.next_seed % self.seeds.len()].clone();
@@ -218,6 +236,28 @@ impl Cluster {
             }
         }
     }
+}
+
+/// The longest one cluster call takes, whatever it walks: what one server
+/// may take (a reply, a reconnect, the reply of the retry).
+pub(super) fn call_budget(options: &RedisOptions) -> Duration {
+    options.read_timeout * 2 + options.connect_timeout
+}
+
+/// `options` with no timeout longer than `left` (at least 1 ms: a zero
+/// timeout is refused by the socket API).
+fn within(options: &RedisOptions, left: Duration) -> RedisOptions {
+    let left = left.max(Duration::from_millis(1));
+    RedisOptions {
+        connect_timeout: options.connect_timeout.min(left),
+        read_timeout: options.read_timeout.min(left),
+        ..*options
+    }
+}
+
+fn set_timeouts(conn: &mut Connection, timeout: Duration) -> RedisResult<()> {
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))
 }
 
 /// The names of `<key>:fence` and `<key>:released` in the key's slot, or
