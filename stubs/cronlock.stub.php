@@ -245,7 +245,10 @@ namespace CronLock {
          *        'rediss-cluster://' for TLS; no '?query', no '#fragment' but rediss-cluster://'s
          *        '#insecure'; a Sentinel DSN takes neither '?' nor any fragment but that one
          *        either): commands go to the node that owns the key's slot,
-         *        MOVED and ASK are followed (resharding while held is survived), an unreachable
+         *        MOVED and ASK are followed (resharding while held is survived; nodes that send a
+         *        command back and forth are followed again after 20-100 ms pauses until the call's
+         *        budget runs out, then ConnectionException "… kept redirecting it …", which a
+         *        wait rides out), an unreachable
          *        node sends us back to the seeds; the whole call, whatever it walks, takes at most
          *        read_timeout + connect_timeout + read_timeout (the release at the end of the
          *        request too). The lock key is exactly $key; its fence counter

@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 /// once; more means the cluster is still settling).
 const MAX_REDIRECTS: usize = 5;
 
+/// Pauses before following a redirect loop again, within the call's budget.
+const REDIRECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
+const REDIRECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
+
 pub(super) struct Cluster {
     seeds: Vec<String>,
     scheme: &'static str,
@@ -167,6 +171,10 @@ impl Cluster {
         let mut unreachable = 0;
         let mut redirects = 0;
         let mut broken_once = false;
+        let started = Instant::now();
+        let mut backoff = REDIRECT_BACKOFF_MIN;
+        // The nodes a redirect loop went through, for its message.
+        let mut redirected_between: Vec<String> = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let bounded = within(options, left);
@@ -190,25 +198,47 @@ impl Cluster {
                 {
                     broken_once = true;
                 }
-                Failure::Command(err) if redirects < MAX_REDIRECTS && !out_of_time => {
+                Failure::Command(err) if err.redirect_node().is_some() => {
                     let Some((address, _)) = err.redirect_node() else {
                         return Err(failure);
                     };
+                    let address = address.to_owned();
+                    if redirected_between.is_empty() {
+                        redirected_between.push(node.address());
+                    }
+                    if !redirected_between.contains(&address) {
+                        redirected_between.push(address.clone());
+                    }
+                    if out_of_time {
+                        return Err(redirect_loop(&redirected_between, started, broken_once));
+                    }
+                    if redirects >= MAX_REDIRECTS {
+                        // Nodes that send us back and forth: a resharding
+                        // whose nodes were told in a careless order. It
+                        // settles; pause, and follow again.
+                        if in_wait && crate::lock::interrupted() {
+                            return Err(redirect_loop(&redirected_between, started, broken_once));
+                        }
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        std::thread::sleep(backoff.min(left));
+                        backoff = (backoff * 2).min(REDIRECT_BACKOFF_MAX);
+                        redirects = 0;
+                    }
                     redirects += 1;
                     if err.code() == Some("MOVED") {
-                        if !self.point_at(node, address) {
+                        if !self.point_at(node, &address) {
                             return Err(failure);
                         }
                         continue;
                     }
                     // ASK: this one command, on that node, after ASKING.
-                    let mut target = Node::new(match self.server(address) {
+                    let mut target = Node::new(match self.server(&address) {
                         Ok(server) => server,
                         Err(_) => return Err(failure),
                     });
                     let bounded =
                         within(options, deadline.saturating_duration_since(Instant::now()));
-                    return with_connection(&mut target.conn, &target.server, &bounded, |conn| {
+                    match with_connection(&mut target.conn, &target.server, &bounded, |conn| {
                         set_timeouts(conn, bounded.read_timeout)?;
                         redis::cmd("ASKING").query::<()>(conn)?;
                         match command(conn) {
@@ -220,8 +250,12 @@ impl Cluster {
                             }
                             other => other,
                         }
-                    })
-                    .map(|done| (done, broken_once));
+                    }) {
+                        Ok(done) => return Ok((done, broken_once)),
+                        // Sent back again: ask the node we follow anew.
+                        Err(Failure::Command(err)) if err.redirect_node().is_some() => {}
+                        Err(other) => return Err(other),
+                    }
                 }
                 Failure::Connect(_) if unreachable < self.seeds.len() && !out_of_time => {
                     // The node may be gone (failover, resharding): ask a seed.
@@ -235,6 +269,20 @@ impl Cluster {
                 _ => return Err(failure),
             }
         }
+    }
+}
+
+/// The failure of a call whose nodes kept sending it elsewhere until its
+/// budget ran out: transient, as a resharding settles.
+fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Failure {
+    Failure::RedirectLoop {
+        reason: format!(
+            "the cluster nodes kept redirecting it ({}) for {} ms: the key's slot is being \
+             moved and the nodes do not agree yet on where",
+            between.join(" -> "),
+            started.elapsed().as_millis()
+        ),
+        maybe_ran: broken_once,
     }
 }
 

@@ -985,6 +985,9 @@ impl RedisLock {
                 "Redis at {addr} refused to {op} key '{key}': {}",
                 describe_failure(err)
             ),
+            Failure::RedirectLoop { reason, .. } => {
+                format!("cannot {op} key '{key}': {reason}")
+            }
         };
         let message = self.secrets.scrub(message);
         match failure {

@@ -79,7 +79,9 @@
 //! `redis-cluster://seed,seed…` (module `cluster`): commands go to the node
 //! that answered last; `MOVED` repoints us, `ASK` sends that one command
 //! (with `ASKING`, again after the crate's `NOSCRIPT` reload) to the node it
-//! names, an unreachable node sends us back to the seeds; the whole call
+//! names, an unreachable node sends us back to the seeds, a redirect loop
+//! (more than 5 in a row) is followed again after a 20-100 ms pause and,
+//! once the budget is spent, is a transient failure; the whole call
 //! takes at most `read + connect + read` timeouts however many nodes it
 //! walks (`cluster::call_budget`). Companion keys
 //! are `<key>:fence` when `<key>` has a hash tag, else `{<key>}:fence`, so the
