@@ -175,6 +175,7 @@ impl Cluster {
         let mut backoff = REDIRECT_BACKOFF_MIN;
         // The nodes a redirect loop went through, for its message.
         let mut redirected_between: Vec<String> = Vec::new();
+        let mut looped = false;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let bounded = within(options, left);
@@ -186,6 +187,16 @@ impl Cluster {
                 Err(failure) => failure,
             };
             let out_of_time = deadline <= Instant::now();
+            let cut_short = match &failure {
+                Failure::Connect(_) => true,
+                Failure::Command(err) => err.kind() == ErrorKind::Io,
+                Failure::RedirectLoop { .. } => false,
+            };
+            if out_of_time && looped && cut_short {
+                // The budget ran out on one of the loop's reconnects: the
+                // loop is what happened, not a slow node.
+                return Err(redirect_loop(&redirected_between, started, broken_once));
+            }
             match &failure {
                 Failure::Command(err)
                     if in_wait && is_interrupted(err) && crate::lock::interrupted() =>
@@ -223,6 +234,7 @@ impl Cluster {
                         std::thread::sleep(backoff.min(left));
                         backoff = (backoff * 2).min(REDIRECT_BACKOFF_MAX);
                         redirects = 0;
+                        looped = true;
                     }
                     redirects += 1;
                     if err.code() == Some("MOVED") {
