@@ -158,6 +158,34 @@ final class CronGuardRedisTest extends TestCase
         self::raw('DEL', $key);
     }
 
+    /**
+     * A holder's value that is not UTF-8 (a Latin-1 host name, another
+     * client's bytes) is a holder like any other: busy, shown escaped, on_busy
+     * applied, a wait keeps waiting; never a ConnectionException.
+     */
+    public function testAHolderValueThatIsNotUtf8IsBusy(): void
+    {
+        $key = self::key();
+        self::assertSame('OK', self::raw('SET', $key, "0a7fb9219a6310084abb123781473a0e:4242@web\xe9", 'PX', '20000'));
+        $lock = new Redis(self::$server->dsn(), $key, 10.0);
+        self::assertFalse($lock->acquire(0));
+        $t0 = microtime(true);
+        self::assertFalse($lock->acquire(0.3), 'a wait keeps waiting');
+        self::assertGreaterThanOrEqual(0.25, microtime(true) - $t0);
+        $log = $this->logToFile($this->controlDir);
+        self::assertNull(cron_guard(static fn () => 'ran', $lock, ['wait' => 0.2]));
+        $lines = self::logLines($log);
+        self::assertCount(1, $lines, implode("\n", $lines));
+        self::assertStringContainsString("redis key '$key' at ", $lines[0]);
+        self::assertStringContainsString(' is held by pid 4242 on web\\xe9; skipping this run', $lines[0]);
+        $p = Proc::run('$lock = ' . self::lockCode(self::$server->dsn(), $key, 10.0) . ";\n" . <<<'PHP'
+            cron_guard(function () { echo "JOB RAN\n"; }, $lock, ['on_busy' => 75]);
+            PHP);
+        self::assertSame(75, $p->exitCode(), $p->stdout() . $p->stderr());
+        self::assertSame('', $p->stdout());
+        self::raw('DEL', $key);
+    }
+
     public function testOnBusyExitsWithThatStatus(): void
     {
         $key = self::key();

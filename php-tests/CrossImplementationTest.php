@@ -215,7 +215,10 @@ final class CrossImplementationTest extends TestCase
                 }
                 foreach (['http://h', 'redis://', 'redis:///0', 'redis://h:abc', 'redis://h:99999', 'redis://[::1',
                     'redis://h/abc', 'redis://h/0/1', 'redis://h/-1', 'unix://', 'unix://relative', 'rediss://h#bogus', '',
-                    'redis://:pw@', 'redis://a b', 'valkey://h:1', 'valkeys://h:1', 'redis+unix://', 'redis://h:0'] as $bad) {
+                    'redis://:pw@', 'redis://a b', 'valkey://h:1', 'valkeys://h:1', 'redis+unix://', 'redis://h:0',
+                    'redis://h:1/1?db=2', 'redis://h?db=1&db=1', 'redis://h?database=2', 'redis://h?db', 'redis://h?db=x',
+                    'redis://h?db=-1', 'redis://h?', 'redis://h:/0', 'redis://[::1]:', 'redis://h#insecure', 'unix:///s#x',
+                    'unix:///s?db=1&timeout=2', 'rediss://h?db=1#bogus'] as $bad) {
                     $cases["DSN '$bad'"] = fn () => new CronLock\Redis($bad, 'k');
                 }
                 foreach ($cases as $name => $case) {

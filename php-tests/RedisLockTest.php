@@ -269,6 +269,33 @@ final class RedisLockTest extends TestCase
         self::assertTrue($lock->release());
     }
 
+    /**
+     * `/2`, `?db=2`, `/?db=2` and `unix://…?db=2` are one lock in db 2: were
+     * one form quietly read as db 0, two hosts configured differently would
+     * both hold it.
+     */
+    public function testEveryFormOfTheDatabaseNumberIsTheSameLock(): void
+    {
+        $key = self::key();
+        $holder = new Redis(self::dsn(2), $key, 10.0);
+        self::assertTrue($holder->acquire(0));
+        $base = 'redis://127.0.0.1:' . self::$server->port();
+        foreach (["$base?db=2", "$base/?db=2", "$base/2?db=2", 'unix://' . self::$server->socketPath() . '?db=2'] as $dsn) {
+            self::assertFalse((new Redis($dsn, $key, 10.0))->acquire(0), "$dsn is the lock in db 2");
+        }
+        self::assertSame(0, self::raw('EXISTS', $key), 'nothing in db 0');
+        self::assertTrue($holder->release());
+        $viaQuery = new Redis("$base?db=2", $key, 10.0);
+        self::assertTrue($viaQuery->acquire(0));
+        try {
+            self::assertSame('OK', self::raw('SELECT', '2'));
+            self::assertSame($viaQuery->token(), self::raw('GET', $key), '?db=2 put the key in db 2');
+        } finally {
+            self::assertSame('OK', self::raw('SELECT', '0'));
+        }
+        self::assertTrue($viaQuery->release());
+    }
+
     public function testRequirepassDsn(): void
     {
         // whatever php.ini says (PHP's default shows 15 characters of each
@@ -420,6 +447,15 @@ final class RedisLockTest extends TestCase
         yield 'NUL byte after the db' => ["redis://127.0.0.1:6379/0\0"];
         yield 'NUL byte in a unix socket path' => ["unix:///tmp/cronlock\0.sock"];
         yield 'no scheme' => ['127.0.0.1:6379'];
+        // what the DSN says is never silently dropped
+        yield 'two different databases' => ['redis://127.0.0.1:6379/1?db=2'];
+        yield 'db given twice' => ['redis://127.0.0.1:6379?db=2&db=2'];
+        yield 'unknown query parameter' => ['redis://127.0.0.1:6379?database=2'];
+        yield 'password as a TCP query parameter' => ['redis://127.0.0.1:6379?pass=pw'];
+        yield 'empty port' => ['redis://127.0.0.1:/0'];
+        yield 'fragment on redis://' => ['redis://127.0.0.1:6379#insecure'];
+        yield 'fragment on unix://' => ['unix:///tmp/redis.sock#x'];
+        yield 'unknown unix:// parameter' => ['unix:///tmp/redis.sock?db=1&timeout=2'];
     }
 
     /** @dataProvider malformedDsns */

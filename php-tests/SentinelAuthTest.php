@@ -54,6 +54,17 @@ final class SentinelAuthTest extends TestCase
             self::fail('sentinels that require a password refuse a client without one');
         } catch (ConnectionException $e) {
             self::assertStringContainsString('no sentinel named', $e->getMessage());
+            self::assertStringContainsString("it requires a password: give the sentinels' password as \$options['sentinel_password']", $e->getMessage());
+        }
+        // The DSN's password is the master's: the sentinels' refusal must not blame the DSN.
+        $withPassword = str_replace('redis-sentinel://', 'redis-sentinel://:' . self::DEFAULT_PASSWORD . '@', self::$topology->dsn());
+        try {
+            (new Redis($withPassword, 'auth-dsn', 5.0))->acquire(0);
+            self::fail('the DSN password is not sent to the sentinels');
+        } catch (ConnectionException $e) {
+            self::assertStringContainsString("\$options['sentinel_password']", $e->getMessage());
+            self::assertStringNotContainsString('the DSN has none', $e->getMessage());
+            self::assertStringNotContainsString(self::DEFAULT_PASSWORD, $e->getMessage());
         }
 
         $lock = $this->lock(['sentinel_password' => self::DEFAULT_PASSWORD]);
@@ -74,6 +85,7 @@ final class SentinelAuthTest extends TestCase
             $wrong->acquire(0);
             self::fail('a wrong sentinel password is refused');
         } catch (ConnectionException $e) {
+            self::assertStringContainsString("wrong \$options['sentinel_user'] or \$options['sentinel_password']", $e->getMessage());
             self::assertStringNotContainsString(self::DEFAULT_PASSWORD, $e->getMessage());
             self::assertStringNotContainsString('Sentinel-Secret', (string) $e);
         }
@@ -89,6 +101,32 @@ final class SentinelAuthTest extends TestCase
         self::assertTrue($lock->isHeld());
         self::assertSame($lock->token(), self::$topology->servers[0]->command('GET', $lock->key()));
         self::assertTrue($lock->release());
+    }
+
+    public function testTheMasterNameIsPercentDecodedAndBadSeedsAreSaidOnce(): void
+    {
+        $sentinels = substr(self::$topology->dsn(), 0, -strlen('/mymaster'));
+        try {
+            (new Redis("$sentinels/no%20such%20master", 'k', 1.0, ['sentinel_password' => self::DEFAULT_PASSWORD]))->acquire(0);
+            self::fail('no sentinel knows that master');
+        } catch (ConnectionException $e) {
+            self::assertStringContainsString("master 'no such master' (sentinels ", $e->getMessage());
+            self::assertStringContainsString('knows no master of that name', $e->getMessage());
+        }
+        foreach (['redis-cluster://127.0.0.1:7000,', 'redis-cluster://127.0.0.1:7000,,127.0.0.1:7001', 'redis-cluster://127.0.0.1:x'] as $dsn) {
+            try {
+                new Redis($dsn, 'k', 1.0);
+                self::fail("$dsn: accepted");
+            } catch (\ValueError $e) {
+                self::assertSame(1, substr_count($e->getMessage(), '$dsn'), "$dsn: " . $e->getMessage());
+            }
+        }
+        try {
+            new Redis("$sentinels/my#master", 'k', 1.0);
+            self::fail("'#' in the master name: accepted");
+        } catch (\ValueError $e) {
+            self::assertStringContainsString('#fragment', $e->getMessage());
+        }
     }
 
     public function testTheSentinelOptionsAreCheckedAndNeverShownInATrace(): void

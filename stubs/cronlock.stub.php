@@ -221,7 +221,11 @@ namespace CronLock {
          *
          * @param string|list<string> $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…'
          *        (TLS; trusts the system CAs and $SSL_CERT_FILE; append '#insecure' to skip
-         *        certificate checks), 'unix:///path/to/redis.sock'. A list of such DSNs of
+         *        certificate checks), 'unix:///path/to/redis.sock[?db=N][&user=U&pass=P]'. The
+         *        database may also be given as '?db=N' on redis:// and rediss:// (the same lock as
+         *        '/N'; '/N' and '?db=M' that differ are a \ValueError). Refused with \ValueError
+         *        rather than ignored: any other query parameter or one given twice, ':' with no
+         *        port after it, a '#fragment' other than rediss://'s '#insecure'. A list of such DSNs of
          *        independent masters (no two the same address) is Redlock: the lock is held when a
          *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
          *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
@@ -229,17 +233,25 @@ namespace CronLock {
          *        failed attempt deletes the grants it got; a minority down or stopped costs at most
          *        read_timeout (+ connect_timeout) per call and does not stop the lock.
          *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'
-         *        ('rediss-sentinel://' for TLS; default port 26379; the DSN's user and password are
+         *        ('rediss-sentinel://' for TLS; default port 26379; the master name is
+         *        percent-decoded, '%20' for a space; the DSN's user and password are
          *        the master's; sentinels are asked without AUTH unless $options 'sentinel_password'
-         *        is given): before every acquire, renew and release the
+         *        is given, and a sentinel that wants one says so naming that option): before every acquire, renew and release the
          *        sentinels (the first that answers) name the master (SENTINEL
          *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
          *        follows a failover and never trusts an old master that still takes writes. A key
          *        that did not reach the new master makes renew() false (never silently kept).
          *        'redis-cluster://[[user]:password@]host[:port][,host[:port]…]' (seed nodes;
-         *        'rediss-cluster://' for TLS): commands go to the node that owns the key's slot,
-         *        MOVED and ASK are followed (resharding while held is survived), an unreachable
-         *        node sends us back to the seeds. The lock key is exactly $key; its fence counter
+         *        'rediss-cluster://' for TLS; no '?query', no '#fragment' but rediss-cluster://'s
+         *        '#insecure'; a Sentinel DSN takes neither '?' nor any fragment but that one
+         *        either): commands go to the node that owns the key's slot,
+         *        MOVED and ASK are followed (resharding while held is survived; nodes that send a
+         *        command back and forth are followed again after 20-100 ms pauses until the call's
+         *        budget runs out, then ConnectionException "… kept redirecting it …", which a
+         *        wait rides out), an unreachable
+         *        node sends us back to the seeds; the whole call, whatever it walks, takes at most
+         *        read_timeout + connect_timeout + read_timeout (the release at the end of the
+         *        request too). The lock key is exactly $key; its fence counter
          *        and release channel are '$key:fence' / '$key:released' when $key has a hash tag,
          *        else '{$key}:fence' / '{$key}:released' (same slot); a $key with '}' but no hash
          *        tag throws \ValueError. Waiters hear releases through cluster-wide PUBLISH on
@@ -564,7 +576,8 @@ namespace {
      * - When busy, one line naming the lock and the holder's pid goes to error_log()
      *   ("held by another process (pid unknown)" when unknown). Names are cut to 200
      *   characters; control characters in logged names, holders and messages are escaped
-     *   (\n, \u{1b}), so each log line is one line.
+     *   (\n, \u{1b}), so each log line is one line. A Redis key holding any bytes is busy,
+     *   whatever its value: bytes of the holder that are not UTF-8 are shown as \xNN.
      * - A wait ended by a pending pcntl signal handler logs "cron_guard: waiting for lock
      *   <what> was interrupted by a signal; skipping this run", returns null and ignores
      *   on_busy (File and Redis; for a userland lock it cannot be told from contention).

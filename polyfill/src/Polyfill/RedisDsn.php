@@ -54,15 +54,35 @@ final class RedisDsn
         if (in_array($scheme, ['redis-sentinel', 'rediss-sentinel', 'redis-cluster', 'rediss-cluster'], true)) {
             throw new \CronLock\LockException("$scheme:// DSNs need the cronlock extension; cronlock/polyfill supports redis://, rediss:// and unix:// (one server)");
         }
+        if ($scheme !== 'redis' && $scheme !== 'rediss' && $scheme !== 'unix') {
+            throw $bad('Redis URL did not parse');
+        }
         $self = new self();
-        $fragment = '';
+        // What the extension refuses rather than ignores: a fragment other
+        // than rediss://'s #insecure, unknown or repeated query parameters.
+        $fragment = null;
         if (($hash = strpos($rest, '#')) !== false) {
             $fragment = substr($rest, $hash + 1);
             $rest = substr($rest, 0, $hash);
+            if ($scheme !== 'rediss') {
+                throw Args::value('$dsn', 'must not have a #fragment (only rediss:// takes #insecure)');
+            }
         }
         $query = [];
         if (($q = strpos($rest, '?')) !== false) {
-            parse_str(substr($rest, $q + 1), $query);
+            foreach (explode('&', substr($rest, $q + 1)) as $pair) {
+                $eq = strpos($pair, '=');
+                $name = $eq === false ? $pair : substr($pair, 0, $eq);
+                $known = $name === 'db' || ($scheme === 'unix' && ($name === 'user' || $name === 'pass'));
+                if (!$known || $eq === false) {
+                    throw Args::value('$dsn', 'must not have query parameters other than ?db=N (and, for unix://, user= and pass=)');
+                }
+                if (array_key_exists($name, $query)) {
+                    throw Args::value('$dsn', "gives the query parameter '$name' more than once");
+                }
+                $value = (string) substr($pair, $eq + 1);
+                $query[$name] = $scheme === 'unix' ? urldecode($value) : $value;
+            }
             $rest = substr($rest, 0, $q);
         }
         if ($scheme === 'unix') {
@@ -73,20 +93,17 @@ final class RedisDsn
             $self->host = rawurldecode($rest);
             $self->port = 0;
             if (isset($query['db'])) {
-                $self->db = self::db((string) $query['db'], $bad);
+                $self->db = self::db($query['db'], $bad);
             }
             $self->user = isset($query['user']) && $query['user'] !== '' ? (string) $query['user'] : null;
             $self->password = isset($query['pass']) && $query['pass'] !== '' ? (string) $query['pass'] : null;
             return $self;
         }
-        if ($scheme !== 'redis' && $scheme !== 'rediss') {
-            throw $bad('Redis URL did not parse');
-        }
         $self->transport = $scheme === 'rediss' ? 'tls' : 'tcp';
-        if ($scheme === 'rediss' && $hash !== false && $fragment !== 'insecure') {
+        if ($fragment !== null && $fragment !== 'insecure') {
             throw $bad('only #insecure is supported as URL fragment');
         }
-        $self->insecure = $scheme === 'rediss' && $fragment === 'insecure';
+        $self->insecure = $fragment === 'insecure';
         $slash = strpos($rest, '/');
         $authority = $slash === false ? $rest : substr($rest, 0, $slash);
         $path = $slash === false ? '' : substr($rest, $slash + 1);
@@ -103,7 +120,7 @@ final class RedisDsn
             $self->user = $user === '' ? null : rawurldecode($user);
             $self->password = $password === '' ? null : rawurldecode($password);
         }
-        if (preg_match('/^\[([0-9a-fA-F:.]+)\](?::([0-9]+))?$/', $authority, $hm)) {
+        if (preg_match('/^\[([0-9a-fA-F:.]+)\](?::([0-9]*))?$/', $authority, $hm)) {
             $self->host = $hm[1];
             $port = isset($hm[2]) ? $hm[2] : '';
         } elseif (preg_match('/^([^:\[\]<>\\\\^| ]+)(?::([0-9]*))?$/', $authority, $hm)) {
@@ -112,17 +129,21 @@ final class RedisDsn
         } else {
             throw $bad($authority === '' && $at === false ? 'Missing hostname' : 'Redis URL did not parse');
         }
+        if (isset($hm[2]) && $port === '') {
+            throw Args::value('$dsn', "has ':' but no port after it (leave both out for 6379)");
+        }
         if ($port !== '') {
             if (strlen($port) > 5 || (int) $port > 65535) {
                 throw $bad('Redis URL did not parse');
             }
             $self->port = (int) $port;
         }
-        if ($path !== '') {
-            $self->db = self::db($path, $bad);
-        } elseif (isset($query['db'])) {
-            $self->db = self::db((string) $query['db'], $bad);
+        $pathDb = $path !== '' ? self::db($path, $bad) : null;
+        $queryDb = isset($query['db']) ? self::db($query['db'], $bad) : null;
+        if ($pathDb !== null && $queryDb !== null && $pathDb !== $queryDb) {
+            throw Args::value('$dsn', "names database $pathDb in its path and $queryDb in ?db=; give it once");
         }
+        $self->db = $pathDb !== null ? $pathDb : ($queryDb !== null ? $queryDb : 0);
         return $self;
     }
 

@@ -10,17 +10,23 @@
 //! suffix); without one they get `$key` as their hash tag (`{$key}` +
 //! suffix), which hashes like `$key` itself.
 
-use super::connection::{run_retrying_once, Server};
+use super::connection::{with_connection, Server};
 use super::dsn::{parse_dsn, Secrets};
-use super::errors::Failure;
+use super::errors::{is_interrupted, Failure};
 use super::options::RedisOptions;
 use super::redlock::Node;
+use super::sentinel::refused_part;
 use crate::error::{Error, Result};
-use redis::{Connection, RedisResult};
+use redis::{Connection, ErrorKind, RedisResult};
+use std::time::{Duration, Instant};
 
 /// The most redirections one command follows (a resharding moves a slot
 /// once; more means the cluster is still settling).
 const MAX_REDIRECTS: usize = 5;
+
+/// Pauses before following a redirect loop again, within the call's budget.
+const REDIRECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
+const REDIRECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 pub(super) struct Cluster {
     seeds: Vec<String>,
@@ -46,10 +52,14 @@ impl Cluster {
             return Ok(None);
         };
         let rest = &dsn[scheme.len() + "-cluster://".len()..];
-        let (rest, insecure) = match rest.strip_suffix("#insecure") {
-            Some(rest) => (rest.strip_suffix('/').unwrap_or(rest), true),
-            None => (rest.strip_suffix('/').unwrap_or(rest), false),
-        };
+        let (rest, insecure) = split_fragment(rest, scheme, "cluster")?;
+        if rest.contains('?') {
+            return Err(Error::value(
+                "$dsn",
+                "must not have a query (?…): a cluster has no databases",
+            ));
+        }
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
         let shape = || {
             Error::value(
                 "$dsn",
@@ -75,6 +85,9 @@ impl Cluster {
             next_seed: 0,
         };
         for host in hosts.split(',') {
+            if host.is_empty() {
+                return Err(shape());
+            }
             let has_port = match host.strip_prefix('[') {
                 Some(v6) => v6.contains("]:"),
                 None => host.contains(':'),
@@ -86,7 +99,7 @@ impl Cluster {
             };
             cluster
                 .server(&seed)
-                .map_err(|err| Error::value("$dsn", secrets.scrub(err.to_string())))?;
+                .map_err(|err| refused_part(err, &secrets))?;
             cluster.seeds.push(seed);
         }
         Ok(Some((cluster, secrets)))
@@ -141,6 +154,12 @@ impl Cluster {
 
     /// Runs `command` on the node that owns the key, following `MOVED` and
     /// `ASK`, and falling back to the seeds when the node is unreachable.
+    ///
+    /// The whole call, however many nodes it walks, takes at most
+    /// [`call_budget`]: every connect and every reply is awaited only for
+    /// what is left of it, so a stalled cluster costs one budget, not one
+    /// timeout per seed. Returns whether the command may have run before
+    /// the try that answered (a broken connection's try).
     pub(super) fn run<T>(
         &mut self,
         node: &mut Node,
@@ -148,56 +167,109 @@ impl Cluster {
         in_wait: bool,
         mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Failure> {
+        let deadline = Instant::now() + call_budget(options);
         let mut unreachable = 0;
         let mut redirects = 0;
+        let mut broken_once = false;
+        let started = Instant::now();
+        let mut backoff = REDIRECT_BACKOFF_MIN;
+        // The nodes a redirect loop went through, for its message.
+        let mut redirected_between: Vec<String> = Vec::new();
+        let mut looped = false;
         loop {
-            let failure = match run_retrying_once(
-                &mut node.conn,
-                &node.server,
-                options,
-                in_wait,
-                &mut command,
-            ) {
-                Ok(done) => return Ok(done),
+            let left = deadline.saturating_duration_since(Instant::now());
+            let bounded = within(options, left);
+            let failure = match with_connection(&mut node.conn, &node.server, &bounded, |conn| {
+                set_timeouts(conn, bounded.read_timeout)?;
+                command(conn)
+            }) {
+                Ok(done) => return Ok((done, broken_once)),
                 Err(failure) => failure,
             };
+            let out_of_time = deadline <= Instant::now();
+            let cut_short = match &failure {
+                Failure::Connect(_) => true,
+                Failure::Command(err) => err.kind() == ErrorKind::Io,
+                Failure::RedirectLoop { .. } => false,
+            };
+            if out_of_time && looped && cut_short {
+                // The budget ran out on one of the loop's reconnects: the
+                // loop is what happened, not a slow node.
+                return Err(redirect_loop(&redirected_between, started, broken_once));
+            }
             match &failure {
-                Failure::Command(err) if redirects < MAX_REDIRECTS => {
+                Failure::Command(err)
+                    if in_wait && is_interrupted(err) && crate::lock::interrupted() =>
+                {
+                    return Err(failure);
+                }
+                // Once more on a new connection, as for one server.
+                Failure::Command(err)
+                    if err.kind() == ErrorKind::Io && !broken_once && !out_of_time =>
+                {
+                    broken_once = true;
+                }
+                Failure::Command(err) if err.redirect_node().is_some() => {
                     let Some((address, _)) = err.redirect_node() else {
                         return Err(failure);
                     };
+                    let address = address.to_owned();
+                    if redirected_between.is_empty() {
+                        redirected_between.push(node.address());
+                    }
+                    if !redirected_between.contains(&address) {
+                        redirected_between.push(address.clone());
+                    }
+                    if out_of_time {
+                        return Err(redirect_loop(&redirected_between, started, broken_once));
+                    }
+                    if redirects >= MAX_REDIRECTS {
+                        // Nodes that send us back and forth: a resharding
+                        // whose nodes were told in a careless order. It
+                        // settles; pause, and follow again.
+                        if in_wait && crate::lock::interrupted() {
+                            return Err(redirect_loop(&redirected_between, started, broken_once));
+                        }
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        std::thread::sleep(backoff.min(left));
+                        backoff = (backoff * 2).min(REDIRECT_BACKOFF_MAX);
+                        redirects = 0;
+                        looped = true;
+                    }
                     redirects += 1;
                     if err.code() == Some("MOVED") {
-                        if !self.point_at(node, address) {
+                        if !self.point_at(node, &address) {
                             return Err(failure);
                         }
                         continue;
                     }
                     // ASK: this one command, on that node, after ASKING.
-                    let mut target = Node::new(match self.server(address) {
+                    let mut target = Node::new(match self.server(&address) {
                         Ok(server) => server,
                         Err(_) => return Err(failure),
                     });
-                    return run_retrying_once(
-                        &mut target.conn,
-                        &target.server,
-                        options,
-                        in_wait,
-                        |conn| {
-                            redis::cmd("ASKING").query::<()>(conn)?;
-                            match command(conn) {
-                                // A script the node did not know: the crate
-                                // loaded it and sent it again, without ASKING.
-                                Err(err) if err.redirect_node().is_some() => {
-                                    redis::cmd("ASKING").query::<()>(conn)?;
-                                    command(conn)
-                                }
-                                other => other,
+                    let bounded =
+                        within(options, deadline.saturating_duration_since(Instant::now()));
+                    match with_connection(&mut target.conn, &target.server, &bounded, |conn| {
+                        set_timeouts(conn, bounded.read_timeout)?;
+                        redis::cmd("ASKING").query::<()>(conn)?;
+                        match command(conn) {
+                            // A script the node did not know: the crate
+                            // loaded it and sent it again, without ASKING.
+                            Err(err) if err.redirect_node().is_some() => {
+                                redis::cmd("ASKING").query::<()>(conn)?;
+                                command(conn)
                             }
-                        },
-                    );
+                            other => other,
+                        }
+                    }) {
+                        Ok(done) => return Ok((done, broken_once)),
+                        // Sent back again: ask the node we follow anew.
+                        Err(Failure::Command(err)) if err.redirect_node().is_some() => {}
+                        Err(other) => return Err(other),
+                    }
                 }
-                Failure::Connect(_) if unreachable < self.seeds.len() => {
+                Failure::Connect(_) if unreachable < self.seeds.len() && !out_of_time => {
                     // The node may be gone (failover, resharding): ask a seed.
                     unreachable += 1;
                     let seed = self.seeds[self.next_seed % self.seeds.len()].clone();
@@ -210,6 +282,42 @@ impl Cluster {
             }
         }
     }
+}
+
+/// The failure of a call whose nodes kept sending it elsewhere until its
+/// budget ran out: transient, as a resharding settles.
+fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Failure {
+    Failure::RedirectLoop {
+        reason: format!(
+            "the cluster nodes kept redirecting it ({}) for {} ms: the key's slot is being \
+             moved and the nodes do not agree yet on where",
+            between.join(" -> "),
+            started.elapsed().as_millis()
+        ),
+        maybe_ran: broken_once,
+    }
+}
+
+/// The longest one cluster call takes, whatever it walks: what one server
+/// may take (a reply, a reconnect, the reply of the retry).
+pub(super) fn call_budget(options: &RedisOptions) -> Duration {
+    options.read_timeout * 2 + options.connect_timeout
+}
+
+/// `options` with no timeout longer than `left` (at least 1 ms: a zero
+/// timeout is refused by the socket API).
+fn within(options: &RedisOptions, left: Duration) -> RedisOptions {
+    let left = left.max(Duration::from_millis(1));
+    RedisOptions {
+        connect_timeout: options.connect_timeout.min(left),
+        read_timeout: options.read_timeout.min(left),
+        ..*options
+    }
+}
+
+fn set_timeouts(conn: &mut Connection, timeout: Duration) -> RedisResult<()> {
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))
 }
 
 /// The names of `<key>:fence` and `<key>:released` in the key's slot, or
@@ -241,7 +349,69 @@ fn has_hash_tag(key: &str) -> bool {
         .is_some_and(|(tag, _)| !tag.is_empty())
 }
 
+/// `(before '#', whether it is #insecure)`: only TLS (`rediss-…://`) takes
+/// a fragment, and only that one; the rest is refused rather than ignored.
+pub(super) fn split_fragment<'a>(
+    rest: &'a str,
+    scheme: &str,
+    kind: &str,
+) -> Result<(&'a str, bool)> {
+    match rest.split_once('#') {
+        None => Ok((rest, false)),
+        Some((rest, "insecure")) if scheme == "rediss" => Ok((rest, true)),
+        Some(_) => Err(Error::value(
+            "$dsn",
+            format!("must not have a #fragment (only rediss-{kind}:// takes #insecure)"),
+        )),
+    }
+}
+
 fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
     text.get(..prefix.len())
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cluster;
+    use crate::error::Error;
+
+    fn refusal(dsn: &str) -> String {
+        match Cluster::parse(dsn) {
+            Err(Error::InvalidValue { reason, .. }) => reason,
+            Err(other) => panic!("{dsn}: {other}"),
+            Ok(found) => panic!("{dsn}: accepted ({})", found.is_some()),
+        }
+    }
+
+    #[test]
+    fn a_query_or_a_stray_fragment_is_refused() {
+        assert!(refusal("redis-cluster://h:1?db=2").contains("no databases"));
+        assert!(refusal("redis-cluster://h:1,h:2/?x=1").contains("no databases"));
+        for dsn in ["redis-cluster://h:1#insecure", "rediss-cluster://h:1#x"] {
+            assert_eq!(
+                refusal(dsn),
+                "must not have a #fragment (only rediss-cluster:// takes #insecure)"
+            );
+        }
+        assert!(Cluster::parse("rediss-cluster://h:1/#insecure")
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn a_bad_seed_is_said_once_and_in_the_cluster_grammar() {
+        let shape = "must look like redis-cluster://[[user]:password@]host[:port][,host[:port]…] \
+                     (seed nodes; a cluster has no databases)";
+        for dsn in [
+            "redis-cluster://h:1,",
+            "redis-cluster://,h:1",
+            "redis-cluster://h:1,,h:2",
+        ] {
+            assert_eq!(refusal(dsn), shape, "{dsn}");
+        }
+        let bad_port = refusal("redis-cluster://:Pw-Secret-1@h:1,h:x");
+        assert!(!bad_port.contains("$dsn"), "{bad_port}");
+        assert!(!bad_port.contains("Pw-Secret"), "{bad_port}");
+    }
 }

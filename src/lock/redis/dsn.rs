@@ -38,12 +38,38 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
             )),
         )
     };
+    let url = redis::parse_redis_url(dsn);
+    let query_db = match &url {
+        Some(url) => check_url_parts(dsn, url.scheme(), url.fragment(), url.query())?,
+        None => None,
+    };
     let info = dsn
         .into_connection_info()
         .map_err(|err| bad_dsn(err, &secrets))?;
     let settings = info.redis_settings().clone();
-    if settings.db() < 0 {
+    let is_unix = url
+        .as_ref()
+        .is_some_and(|url| url.scheme().ends_with("unix"));
+    let db = match &query_db {
+        // unix://: the crate took it from the query already.
+        Some(_) if is_unix => settings.db(),
+        Some(text) => parse_db(text).map_err(|err| bad_dsn(err, &secrets))?,
+        None => settings.db(),
+    };
+    if settings.db() < 0 || db < 0 {
         return Err(Error::value("$dsn", "must not name a negative database"));
+    }
+    let path_names_db = url
+        .as_ref()
+        .is_some_and(|url| !is_unix && !url.path().trim_matches('/').is_empty());
+    if path_names_db && query_db.is_some() && settings.db() != db {
+        return Err(Error::value(
+            "$dsn",
+            format!(
+                "names database {} in its path and {db} in ?db=; give it once",
+                settings.db()
+            ),
+        ));
     }
     secrets.add(settings.password());
     let bare = info.set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
@@ -51,10 +77,83 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
         client: Client::open(bare).map_err(|err| bad_dsn(err, &secrets))?,
         username: settings.username().map(str::to_owned),
         password: settings.password().map(str::to_owned),
-        db: settings.db(),
+        db,
         require_master: false,
     };
     Ok((server, secrets))
+}
+
+/// What the redis crate would quietly ignore: a fragment other than
+/// rediss://'s `#insecure`, an empty port, query parameters it does not
+/// read (or reads only for unix://), a parameter given twice. Returns the
+/// `?db=` value, unparsed.
+fn check_url_parts(
+    dsn: &str,
+    scheme: &str,
+    fragment: Option<&str>,
+    query: Option<&str>,
+) -> Result<Option<String>> {
+    let tls = matches!(scheme, "rediss" | "valkeys");
+    let unix = scheme.ends_with("unix");
+    // rediss:// with another fragment: the crate's own refusal says it.
+    if fragment.is_some() && !tls {
+        return Err(Error::value(
+            "$dsn",
+            "must not have a #fragment (only rediss:// takes #insecure)",
+        ));
+    }
+    let mut db = None;
+    let mut seen: Vec<&str> = Vec::new();
+    if let Some(query) = query {
+        for pair in query.split('&') {
+            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+            let known = name == "db" || (unix && (name == "user" || name == "pass"));
+            if !known || !pair.contains('=') {
+                return Err(Error::value(
+                    "$dsn",
+                    "must not have query parameters other than ?db=N (and, for unix://, user= and pass=)",
+                ));
+            }
+            if seen.contains(&name) {
+                return Err(Error::value(
+                    "$dsn",
+                    format!("gives the query parameter '{name}' more than once"),
+                ));
+            }
+            seen.push(name);
+            if let Some(("db", value)) = pair.split_once('=') {
+                db = Some(value.to_owned());
+            }
+        }
+    }
+    if !unix {
+        let authority = dsn
+            .split_once("://")
+            .map_or("", |(_, rest)| rest)
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default();
+        let host = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host);
+        if host.ends_with(':') {
+            return Err(Error::value(
+                "$dsn",
+                "has ':' but no port after it (leave both out for 6379)",
+            ));
+        }
+    }
+    Ok(db)
+}
+
+/// A database number as the redis crate reads one from a path.
+fn parse_db(text: &str) -> std::result::Result<i64, RedisError> {
+    text.parse::<i64>().map_err(|_| {
+        RedisError::from((
+            redis::ErrorKind::InvalidClientConfig,
+            "Invalid database number",
+        ))
+    })
 }
 
 /// Passwords found in a DSN, to cut out of any message that might echo them.
@@ -105,5 +204,98 @@ impl Secrets {
             }
         }
         message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_dsn;
+    use crate::error::Error;
+
+    fn db_of(dsn: &str) -> i64 {
+        match parse_dsn(dsn) {
+            Ok((server, _)) => server.db,
+            Err(err) => panic!("{dsn}: {err}"),
+        }
+    }
+
+    fn refusal(dsn: &str) -> String {
+        match parse_dsn(dsn) {
+            Err(Error::InvalidValue { arg, reason }) if arg == "$dsn" => reason,
+            Err(other) => panic!("{dsn}: {other}"),
+            Ok(_) => panic!("{dsn} was accepted"),
+        }
+    }
+
+    #[test]
+    fn every_form_of_the_database_number_is_honoured() {
+        assert_eq!(db_of("redis://h:1"), 0);
+        assert_eq!(db_of("redis://h:1/2"), 2);
+        assert_eq!(db_of("redis://h:1?db=2"), 2);
+        assert_eq!(db_of("redis://h:1/?db=2"), 2);
+        assert_eq!(db_of("redis://h:1/2?db=2"), 2);
+        assert_eq!(db_of("rediss://h:1?db=4#insecure"), 4);
+        assert_eq!(db_of("unix:///tmp/r.sock?db=3"), 3);
+    }
+
+    #[test]
+    fn a_database_given_twice_differently_is_refused() {
+        assert_eq!(
+            refusal("redis://h:1/2?db=3"),
+            "names database 2 in its path and 3 in ?db=; give it once"
+        );
+        assert!(refusal("redis://h:1?db=1&db=2").contains("'db' more than once"));
+        assert!(refusal("redis://h:1?db=x").contains("(Invalid database number)"));
+        assert_eq!(
+            refusal("redis://h:1?db=-1"),
+            "must not name a negative database"
+        );
+    }
+
+    #[test]
+    fn what_the_crate_would_ignore_is_refused() {
+        let unknown =
+            "must not have query parameters other than ?db=N (and, for unix://, user= and pass=)";
+        for dsn in [
+            "redis://h:1?database=2",
+            "redis://h:1?protocol=3",
+            "redis://h:1?pass=secret",
+            "redis://h:1?",
+            "redis://h:1?db",
+            "redis://h:1?db=2&",
+            "unix:///tmp/r.sock?db=1&timeout=3",
+        ] {
+            assert_eq!(refusal(dsn), unknown, "{dsn}");
+        }
+        for dsn in [
+            "redis://h:/0",
+            "redis://h:",
+            "redis://:pw@h:",
+            "redis://[::1]:",
+        ] {
+            assert_eq!(
+                refusal(dsn),
+                "has ':' but no port after it (leave both out for 6379)",
+                "{dsn}"
+            );
+        }
+        for dsn in [
+            "redis://h:1#x",
+            "redis://h:1/0#insecure",
+            "redis://h#",
+            "unix:///s#x",
+        ] {
+            assert_eq!(
+                refusal(dsn),
+                "must not have a #fragment (only rediss:// takes #insecure)",
+                "{dsn}"
+            );
+        }
+        assert!(refusal("rediss://h:1#x").contains("only #insecure"));
+        let (server, _) = parse_dsn("unix:///tmp/r.sock?user=u&pass=p&db=1").unwrap();
+        assert_eq!(
+            (server.username.as_deref(), server.password.as_deref()),
+            (Some("u"), Some("p"))
+        );
     }
 }

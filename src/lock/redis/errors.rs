@@ -20,19 +20,32 @@ pub(super) fn makes_lock_unusable(err: &RedisError) -> bool {
 pub(super) enum Failure {
     Connect(RedisError),
     Command(RedisError),
+    /// Cluster: the nodes kept redirecting the command (a resharding
+    /// under way) until the call's budget ran out; `maybe_ran`: a try
+    /// before them broke off unanswered.
+    RedirectLoop {
+        reason: String,
+        maybe_ran: bool,
+    },
 }
 
 impl Failure {
     /// Whether a command that was `sent` (at least once) may have run, or
     /// may run yet: anything but the server's error reply.
     pub(super) fn left_unanswered(&self, sent: bool) -> bool {
-        sent && !matches!(self, Failure::Command(err) if err.kind() != ErrorKind::Io)
+        match self {
+            Failure::RedirectLoop { maybe_ran, .. } => sent && *maybe_ran,
+            Failure::Command(err) => sent && err.kind() == ErrorKind::Io,
+            Failure::Connect(_) => sent,
+        }
     }
 
     /// Whether a waiter should try again: the server could not be reached,
     /// the connection broke or timed out, or the server said "not now".
     pub(super) fn is_transient(&self) -> bool {
-        let (Failure::Connect(err) | Failure::Command(err)) = self;
+        let (Failure::Connect(err) | Failure::Command(err)) = self else {
+            return true;
+        };
         err.kind() == ErrorKind::Io
             || matches!(
                 err.code(),

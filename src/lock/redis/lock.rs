@@ -11,7 +11,7 @@ use super::registry::{self, LockName};
 use super::renewer::{HoldState, Renewal};
 use super::scripts::{renew_invocation, scripts};
 use super::sentinel::{Sentinel, SentinelAuth};
-use super::token::random_token;
+use super::token::{random_token, HolderValue};
 use crate::error::{Error, Result};
 use crate::lock::shorten;
 use crate::lock::{sys, Wait};
@@ -50,7 +50,7 @@ pub struct RedisLock {
     owner_pid: u32,
     hold: Option<Hold>,
     /// The value of `<key>` seen by the last acquire that found it busy.
-    pub(super) last_holder: Option<String>,
+    pub(super) last_holder: Option<HolderValue>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
@@ -88,7 +88,7 @@ impl Hold {
 
 /// The acquire script's reply: `{1, fence, '', window end}` or
 /// `{0, PTTL, holder, 0}`.
-pub(super) type AcquireReply = (i64, i64, String, i64);
+pub(super) type AcquireReply = (i64, i64, HolderValue, i64);
 
 /// Why the acquire script runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -303,7 +303,7 @@ impl RedisLock {
         }
         self.forget_hold();
         if let Some(token) = registry::held_by_another(&self.name, self.id) {
-            self.last_holder = Some(token);
+            self.last_holder = Some(HolderValue(token));
             if wait == Wait::Once {
                 self.busy_here = true;
                 return Ok(false);
@@ -985,6 +985,9 @@ impl RedisLock {
                 "Redis at {addr} refused to {op} key '{key}': {}",
                 describe_failure(err)
             ),
+            Failure::RedirectLoop { reason, .. } => {
+                format!("cannot {op} key '{key}': {reason}")
+            }
         };
         let message = self.secrets.scrub(message);
         match failure {

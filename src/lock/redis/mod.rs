@@ -79,7 +79,11 @@
 //! `redis-cluster://seed,seed…` (module `cluster`): commands go to the node
 //! that answered last; `MOVED` repoints us, `ASK` sends that one command
 //! (with `ASKING`, again after the crate's `NOSCRIPT` reload) to the node it
-//! names, an unreachable node sends us back to the seeds. Companion keys
+//! names, an unreachable node sends us back to the seeds, a redirect loop
+//! (more than 5 in a row) is followed again after a 20-100 ms pause and,
+//! once the budget is spent, is a transient failure; the whole call
+//! takes at most `read + connect + read` timeouts however many nodes it
+//! walks (`cluster::call_budget`). Companion keys
 //! are `<key>:fence` when `<key>` has a hash tag, else `{<key>}:fence`, so the
 //! two-key scripts never cross slots. Waiters subscribe with plain
 //! `SUBSCRIBE` on the node they talk to: cluster `PUBLISH` reaches every
@@ -134,8 +138,12 @@
 //!
 //! Parsed by the redis crate: `redis://[[user]:password@]host[:port][/db]`,
 //! `rediss://…` for TLS, `unix:///path/to/redis.sock` (with `?db=N`,
-//! `?user=U&pass=P` as query parameters). Percent-encode reserved characters
-//! in user names and passwords. No error message ever contains the password.
+//! `?user=U&pass=P` as query parameters). `?db=N` works on TCP too (the
+//! crate reads it only for unix://); module `dsn` refuses what the crate
+//! would ignore: other query parameters, one given twice, `/N` and `?db=M`
+//! that differ, an empty port, a fragment other than rediss://'s
+//! `#insecure`. Percent-encode reserved characters in user names and
+//! passwords. No error message ever contains the password.
 //!
 //! # TLS
 //!

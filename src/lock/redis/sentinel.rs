@@ -6,6 +6,7 @@
 //! `ROLE` that it reached a master. An old master that still takes writes
 //! after a failover is never asked again.
 
+use super::cluster::split_fragment;
 use super::connection::{open, Server};
 use super::dsn::{parse_dsn, Secrets};
 use super::errors::describe_failure;
@@ -13,6 +14,7 @@ use super::options::RedisOptions;
 use super::redlock::Node;
 use crate::error::{Error, Result};
 use redis::Connection;
+use redis::RedisError;
 
 /// `AUTH [user] password` for every sentinel (the DSN's credentials are
 /// the master's): their `requirepass`, or an ACL user of theirs.
@@ -65,10 +67,13 @@ impl Sentinel {
             return Ok(None);
         };
         let rest = &dsn[scheme.len() + "-sentinel://".len()..];
-        let (rest, insecure) = match rest.strip_suffix("#insecure") {
-            Some(rest) => (rest, true),
-            None => (rest, false),
-        };
+        let (rest, insecure) = split_fragment(rest, scheme, "sentinel")?;
+        if rest.contains('?') {
+            return Err(Error::value(
+                "$dsn",
+                "must not have a query (?…); give the database as /master/db",
+            ));
+        }
         let shape = || {
             Error::value(
                 "$dsn",
@@ -90,6 +95,12 @@ impl Sentinel {
         if master.is_empty() || db < 0 || hosts.is_empty() {
             return Err(shape());
         }
+        let master = percent_decoded(master).ok_or_else(|| {
+            Error::value(
+                "$dsn",
+                "has a master name whose %-escapes are not UTF-8 (write '%25' for '%')",
+            )
+        })?;
         let mut sentinels = Vec::new();
         for host in hosts.split(',') {
             let has_port = match host.strip_prefix('[') {
@@ -108,7 +119,7 @@ impl Sentinel {
         }
         let sentinel = Sentinel {
             sentinels,
-            master: master.to_owned(),
+            master,
             scheme,
             userinfo,
             db,
@@ -118,7 +129,7 @@ impl Sentinel {
         // The master's DSN must parse too (credentials, TLS).
         sentinel
             .master_server("127.0.0.1", 6379)
-            .map_err(|err| Error::value("$dsn", secrets.scrub(err.to_string())))?;
+            .map_err(|err| refused_part(err, &secrets))?;
         Ok(Some((sentinel, secrets)))
     }
 
@@ -229,7 +240,7 @@ impl Sentinel {
                         reasons.push(format!(
                             "{}: {}",
                             self.sentinels[index].client.get_connection_info().addr(),
-                            describe_failure(&err)
+                            describe_sentinel_failure(&err)
                         ));
                         continue;
                     }
@@ -263,7 +274,7 @@ impl Sentinel {
                     self.conn = Some((index, conn));
                     reasons.push(format!("{addr}: knows no master of that name"));
                 }
-                Err(err) => reasons.push(format!("{addr}: {}", describe_failure(&err))),
+                Err(err) => reasons.push(format!("{addr}: {}", describe_sentinel_failure(&err))),
             }
         }
         Err(format!(
@@ -272,6 +283,57 @@ impl Sentinel {
             reasons.join("; ")
         ))
     }
+}
+
+/// A sentinel's refusal in words: its credentials are the options, never
+/// the DSN's (those are the master's).
+fn describe_sentinel_failure(err: &RedisError) -> String {
+    match (err.kind(), err.code()) {
+        (_, Some("NOAUTH")) => "it requires a password: give the sentinels' password as \
+                                $options['sentinel_password']"
+            .to_owned(),
+        (_, Some("WRONGPASS")) | (redis::ErrorKind::AuthenticationFailed, _) => {
+            "wrong $options['sentinel_user'] or $options['sentinel_password'] \
+             (or the user is disabled)"
+                .to_owned()
+        }
+        _ => describe_failure(err),
+    }
+}
+
+/// `Error::value("$dsn", …)` for a part of a Sentinel or Cluster DSN that
+/// the plain-DSN parser refused: its reason, without a second "$dsn".
+pub(super) fn refused_part(err: Error, secrets: &Secrets) -> Error {
+    match err {
+        Error::InvalidValue { reason, .. } => Error::value("$dsn", secrets.scrub(reason)),
+        other => Error::value("$dsn", secrets.scrub(other.to_string())),
+    }
+}
+
+/// `my%20master` → `my master`, as a URL path segment is decoded; `None`
+/// when the bytes are not UTF-8. A `%` not followed by two hex digits
+/// stays as written.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .and_then(|pair| std::str::from_utf8(pair).ok())
+            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
+        match (bytes[at], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).ok()
 }
 
 fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
@@ -292,5 +354,40 @@ mod auth_tests {
         let shown = format!("{auth:?}");
         assert!(shown.contains("watcher"), "{shown}");
         assert!(!shown.contains("Hunter2"), "{shown}");
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::Sentinel;
+    use crate::error::Error;
+
+    fn refusal(dsn: &str) -> String {
+        match Sentinel::parse(dsn) {
+            Err(Error::InvalidValue { reason, .. }) => reason,
+            Err(other) => panic!("{dsn}: {other}"),
+            Ok(found) => panic!("{dsn}: accepted ({})", found.is_some()),
+        }
+    }
+
+    #[test]
+    fn a_query_or_a_stray_fragment_is_refused() {
+        assert!(refusal("redis-sentinel://h:1/m?db=2").contains("/master/db"));
+        assert!(refusal("redis-sentinel://h:1/m#insecure").contains("rediss-sentinel://"));
+        assert!(Sentinel::parse("rediss-sentinel://h:1/m/2#insecure")
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn the_master_name_is_percent_decoded() {
+        let parsed = Sentinel::parse("redis-sentinel://h:1/my%20master%2Fa%zz/3").unwrap();
+        let Some((sentinel, _)) = parsed else {
+            panic!("not a sentinel DSN");
+        };
+        assert_eq!(sentinel.master, "my master/a%zz");
+        assert_eq!(sentinel.db, 3);
+        assert!(refusal("redis-sentinel://h:1/my%ffmaster").contains("not UTF-8"));
+        assert!(refusal("redis-sentinel://h:1/my#master").contains("#fragment"));
     }
 }
