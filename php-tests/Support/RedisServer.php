@@ -38,14 +38,19 @@ final class RedisServer
     /** @var resource|null */
     private $conn = null;
     private ?int $connPid = null;
-    private readonly int $ownerPid;
+    private int $ownerPid;
+    /** @var array<string, mixed> */
+    private array $opts;
+    private string $dir;
+    private int $port;
 
+    // Plain properties, no promotion or readonly: the suite also runs on PHP 7.4.
     /** @param array<string, mixed> $opts */
-    private function __construct(
-        private readonly array $opts,
-        private readonly string $dir,
-        private int $port,
-    ) {
+    private function __construct(array $opts, string $dir, int $port)
+    {
+        $this->opts = $opts;
+        $this->dir = $dir;
+        $this->port = $port;
         $this->ownerPid = getmypid();
     }
 
@@ -441,7 +446,11 @@ final class RedisServer
         }
         $name = stream_socket_get_name($sock, false);
         fclose($sock);
-        return (int) substr($name, strrpos($name, ':') + 1);
+        $port = (int) substr($name, strrpos($name, ':') + 1);
+        // PHP compiled to WebAssembly (scripts/lib.sh's php_wasm) binds no
+        // host socket and reports port 0: take a random one; start() tries
+        // again when it is taken.
+        return $port !== 0 ? $port : random_int(20000, 60999);
     }
 
     /** CA + server certificate for 127.0.0.1/localhost, made once per process. */
