@@ -187,8 +187,8 @@ ini_dir_without_redis() {
 }
 
 # php_wasm VERSION SCRIPT ARGS...: run SCRIPT on PHP VERSION (7.4 or 8.0)
-# compiled to WebAssembly, under Node (npm packages @php-wasm/cli and
-# @php-wasm/node-7-4 / -8-0, installed once into $CRONLOCK_WASM_DIR, default
+# compiled to WebAssembly, under Node (npm packages @php-wasm/cli, which brings
+# @php-wasm/node and @php-wasm/node-7-4 / -8-0, installed once into $CRONLOCK_WASM_DIR, default
 # ~/.cache/cronlock/php-wasm; nothing global). The host file system is seen
 # as it is. Pinned, so a registry update cannot change what is tested.
 PHP_WASM_VERSION=3.1.56
@@ -203,7 +203,11 @@ php_wasm() {
             || die "npm install @php-wasm/cli@$PHP_WASM_VERSION failed"
         touch "$dir/$PHP_WASM_VERSION.ok"
     fi
-    env -u PHP_INI_SCAN_DIR PHP="$version" node "$dir/node_modules/@php-wasm/cli/php-wasm.js" "$@"
+    # scripts/php-wasm.mjs, not the package's php-wasm.js: see its header
+    # (real pids, proc_open() env/cwd/argv, a PHP_BINARY that passes its
+    # arguments on, no temp dirs left behind).
+    env -u PHP_INI_SCAN_DIR PHP="$version" CRONLOCK_WASM_MODULES="$dir/node_modules" \
+        node "$CRONLOCK_ROOT/scripts/php-wasm.mjs" "$@"
 }
 
 # A tiny LIFO of cleanup commands run on EXIT; they see the script's exit

@@ -1,0 +1,82 @@
+// Runs PHP compiled to WebAssembly like a host `php` binary, for scripts/lib.sh's
+// php_wasm (PHP 7.4 / 8.0 from npm's @php-wasm/node-7-4 / -8-0):
+//
+//   CRONLOCK_WASM_MODULES=<node_modules> PHP=7.4 node php-wasm.mjs [php args...]
+//
+// It does what @php-wasm/cli's php-wasm.js does, less what makes a test suite
+// with child processes fail there:
+// - getmypid() is this Node process's pid (php-wasm.js says 1 in every
+//   process, so lock holder records could not tell processes apart);
+// - proc_open() gets the environment and working directory it was given, and
+//   an argv array is run as such (php-wasm.js ignores both and joins argv
+//   into a shell line unquoted); a string command still goes to /bin/sh;
+// - PHP_BINARY is a wrapper that passes its arguments on and runs the same
+//   PHP version (php-wasm.js's wrapper drops every argument);
+// - the temp dirs it makes are removed on the way out.
+// The host's file system is seen as it is; flock() reaches the host kernel.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const modules = process.env.CRONLOCK_WASM_MODULES;
+const version = process.env.PHP;
+if (!modules || !version) {
+    process.stderr.write('php-wasm.mjs: set CRONLOCK_WASM_MODULES and PHP (e.g. 7.4)\n');
+    process.exit(2);
+}
+const load = (name) => import(pathToFileURL(join(modules, name, 'index.js')).href);
+const { PHP, FileLockManagerInMemory } = await load('@php-wasm/universal');
+const { loadNodeRuntime, useHostFilesystem } = await load('@php-wasm/node');
+
+const quote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`;
+const binDir = mkdtempSync(join(tmpdir(), 'cronlock-php-wasm-bin-'));
+const sysTmp = mkdtempSync(join(tmpdir(), 'cronlock-php-wasm-tmp-'));
+const cleanup = () => {
+    rmSync(binDir, { recursive: true, force: true });
+    rmSync(sysTmp, { recursive: true, force: true });
+};
+// also when the engine dies with an uncaught RuntimeError (see scripts/test)
+process.on('exit', cleanup);
+writeFileSync(
+    join(binDir, 'php'),
+    `#!/bin/sh\nPHP=${quote(version)} CRONLOCK_WASM_MODULES=${quote(modules)} exec ${quote(process.execPath)} ${quote(process.argv[1])} "$@"\n`,
+);
+chmodSync(join(binDir, 'php'), 0o755);
+
+const { TMPDIR, ...env } = process.env;
+const php = new PHP(
+    await loadNodeRuntime(version, {
+        fileLockManager: new FileLockManagerInMemory(),
+        emscriptenOptions: {
+            processId: process.pid,
+            ENV: { ...env, TMPDIR: sysTmp, PATH: `${binDir}:${env.PATH}` },
+        },
+    }),
+);
+php.setSpawnHandler((command, args, options = {}) => {
+    const opts = { cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] };
+    // PHP 7.4's proc_open() of a string passes it as the command with no args.
+    return args.length ? spawn(command, args, opts) : spawn(command, { ...opts, shell: true });
+});
+useHostFilesystem(php);
+
+let code = 1;
+try {
+    const run = await php.cli(['php', ...process.argv.slice(2)]);
+    const done = Promise.all([
+        run.stdout.pipeTo(new WritableStream({ write: (c) => void process.stdout.write(c) })),
+        run.stderr.pipeTo(new WritableStream({ write: (c) => void process.stderr.write(c) })),
+    ]);
+    code = await run.exitCode.catch((e) => {
+        if (e && e.name === 'ExitStatus') {
+            return e.status ?? 1;
+        }
+        throw e;
+    });
+    await done;
+} finally {
+    cleanup();
+}
+process.stdout.write('', () => process.exit(code));
