@@ -365,9 +365,17 @@ final class RedisServer
     public int $port;
     public ?Proc $proc = null;
     public string $dir;
+    /**
+     * The process that made this server: only it stops or kills it. A
+     * pcntl_fork() child inherits the object and its shutdown functions
+     * (redis_faults' fork step ends its child with exit()), and used to
+     * SIGTERM the parent's server on its way out.
+     */
+    private int $owner;
 
     public function __construct(string $dir)
     {
+        $this->owner = getmypid();
         $this->dir = $dir;
         @mkdir($dir, 0700, true);
         $this->port = self::freePort();
@@ -425,7 +433,7 @@ final class RedisServer
     /** SIGKILL, like a crash; the port stays ours for restart(). */
     public function kill(): void
     {
-        if ($this->proc !== null) {
+        if ($this->proc !== null && getmypid() === $this->owner) {
             $this->proc->kill(9);
             $this->proc->wait(30);
             $this->proc->close();
@@ -435,7 +443,7 @@ final class RedisServer
 
     public function stop(): void
     {
-        if ($this->proc !== null) {
+        if ($this->proc !== null && getmypid() === $this->owner) {
             $this->proc->kill(15);
             if (!$this->proc->wait(10)) {
                 $this->proc->kill(9);
