@@ -101,6 +101,7 @@ final class CronGuardOncePerTest extends TestCase
 
     public function testAShortOrFailingJobUsesUpItsWindowAndTheKeyExpiresAtTheWindowsEnd(): void
     {
+        RedisServer::requireVersion('7.0', 'PEXPIRETIME');
         $key = self::key();
         $started = self::awaitEarlyInWindow(4000, 1500);
         $windowEnd = (intdiv($started, 4000) + 1) * 4000;
@@ -138,6 +139,7 @@ final class CronGuardOncePerTest extends TestCase
 
     public function testAJobEndedByExitOrAFatalErrorUsesUpItsWindow(): void
     {
+        RedisServer::requireVersion('7.0', 'PEXPIRETIME');
         foreach (['exit(3);' => 3, 'trigger_error("boom", E_USER_ERROR);' => 255] as $end => $status) {
             $key = self::key();
             $started = self::awaitEarlyInWindow(10_000, 5000);

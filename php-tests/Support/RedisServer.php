@@ -56,6 +56,23 @@ final class RedisServer
      *        'sentinel_of': a port: a sentinel watching 127.0.0.1:port as 'mymaster'
      *        (quorum 2, down after 1 s), see RedisTopology::sentinel().
      */
+    /**
+     * Skips the running test unless redis-server is version $min or later;
+     * $needs names what the test uses from it (e.g. "PEXPIRETIME"). Ubuntu
+     * 22.04 ships Redis 6.0 (scripts/compat 8.1).
+     */
+    public static function requireVersion(string $min, string $needs): void
+    {
+        static $version = null;
+        if ($version === null) {
+            preg_match('/v=(\d+\.\d+\.\d+)/', (string) shell_exec('redis-server --version'), $m);
+            $version = $m[1] ?? '0.0.0';
+        }
+        if (version_compare($version, $min, '<')) {
+            \PHPUnit\Framework\Assert::markTestSkipped("needs Redis $min or later for $needs; redis-server is $version");
+        }
+    }
+
     public static function start(array $opts = []): self
     {
         $known = ['requirepass', 'acl_user', 'unix', 'tls', 'args', 'sentinel_of'];

@@ -399,6 +399,23 @@ final class RedisServer
         throw new \RuntimeException('no free port');
     }
 
+    /**
+     * DEBUG SLEEP (redis_faults) is off by default from Redis 7.0, whose
+     * --enable-debug-command turns it on; older servers (Ubuntu 22.04 has
+     * 6.0) always allow DEBUG and refuse to start with that option.
+     *
+     * @return list<string>
+     */
+    private static function debugCommandArgs(): array
+    {
+        static $args = null;
+        if ($args === null) {
+            preg_match('/v=(\d+)\./', (string) shell_exec('redis-server --version'), $m);
+            $args = (int) ($m[1] ?? 7) >= 7 ? ['--enable-debug-command', 'local'] : [];
+        }
+        return $args;
+    }
+
     public function start(): void
     {
         for ($attempt = 0; $attempt < 5; $attempt++) {
@@ -406,7 +423,7 @@ final class RedisServer
                 'redis-server', '--port', (string) $this->port, '--bind', '127.0.0.1',
                 '--save', '', '--appendonly', 'no', '--dir', $this->dir,
                 '--logfile', $this->dir . '/redis.log', '--daemonize', 'no',
-                '--enable-debug-command', 'local',
+                ...self::debugCommandArgs(),
             ], null, null, false);
             file_put_contents($this->dir . '/redis.pid', (string) $this->proc->pid);
             $end = microtime(true) + 30;
