@@ -114,23 +114,32 @@ final class RedisTopology
         $told = false;
         $deadline = microtime(true) + 30.0;
         while (microtime(true) < $deadline) {
-            $named = [];
-            foreach ($this->sentinels as $sentinel) {
-                [, $port] = $sentinel->command('SENTINEL', 'get-master-addr-by-name', 'mymaster');
-                $named[(int) $port] = true;
-            }
-            $new = $this->master();
-            if ($new !== $old && !$told && $old->isRunning()) {
-                // Sentinel turns the old master into a replica only after
-                // about 10 s; an operator would not wait either.
-                $old->command('REPLICAOF', '127.0.0.1', (string) $new->port());
-                $told = true;
-            }
-            // …and every other data node replicates from it again, so the
-            // next test's 'replicas' => N can be met.
-            if (count($named) === 1 && $new !== $old && $new->command('ROLE')[0] === 'master'
-                && substr_count((string) $new->command('INFO', 'replication'), 'state=online') >= count($this->servers) - 1) {
-                return $new;
+            try {
+                $named = [];
+                foreach ($this->sentinels as $sentinel) {
+                    [, $port] = $sentinel->command('SENTINEL', 'get-master-addr-by-name', 'mymaster');
+                    $named[(int) $port] = true;
+                }
+                $new = $this->master();
+                if ($new !== $old && !$told && $old->isRunning()) {
+                    // Sentinel turns the old master into a replica only after
+                    // about 10 s; an operator would not wait either.
+                    $old->command('REPLICAOF', '127.0.0.1', (string) $new->port());
+                    $told = true;
+                }
+                // …and every other data node replicates from it again, so the
+                // next test's 'replicas' => N can be met.
+                if (count($named) === 1 && $new !== $old && $new->command('ROLE')[0] === 'master'
+                    && substr_count((string) $new->command('INFO', 'replication'), 'state=online') >= count($this->servers) - 1) {
+                    return $new;
+                }
+            } catch (\RuntimeException $e) {
+                // A promotion ends with CLIENT KILL TYPE normal on the new
+                // master (and a REPLICAOF on the old one), which closes our
+                // cached connection to it; command() reconnects next time.
+                if (!$e->getPrevious() instanceof \UnexpectedValueException && !str_starts_with($e->getMessage(), 'write to redis')) {
+                    throw $e;
+                }
             }
             usleep(100_000);
         }
