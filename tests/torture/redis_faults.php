@@ -121,7 +121,7 @@ for ($round = 1; $round <= $rounds; $round++) {
     // retry (read_timeout + connect_timeout), a waiter rides the stall out
     $l = lock("fault:stall:$round", 30.0, ['read_timeout' => 0.5, 'connect_timeout' => 0.5]);
     T::check($l->acquire(), "stall: acquire$tag");
-    foreach ([['CLIENT', 'PAUSE', '3000', 'ALL'], ['DEBUG', 'SLEEP', '3']] as $cmd) {
+    foreach ([['CLIENT', 'PAUSE', '3000'], ['DEBUG', 'SLEEP', '3']] as $cmd) {
         $name = implode(' ', $cmd);
         $r = $server->client(10.0);
         if ($cmd[0] === 'DEBUG') {
