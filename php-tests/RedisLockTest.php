@@ -171,9 +171,24 @@ final class RedisLockTest extends TestCase
         foreach ($secrets as $secret) {
             for ($t = $e; $t !== null; $t = $t->getPrevious()) {
                 self::assertStringNotContainsString($secret, $t->getMessage(), 'the password leaks into getMessage()');
-                self::assertStringNotContainsString($secret, $t->getTraceAsString(), 'the password leaks into getTraceAsString()');
+                if (PHP_VERSION_ID >= 80200) {
+                    self::assertStringNotContainsString($secret, $t->getTraceAsString(), 'the password leaks into getTraceAsString()');
+                    continue;
+                }
+                // No #[\SensitiveParameter] before PHP 8.2: this test's own
+                // helpers show the DSN in their frames, so only cronlock's
+                // frames are checked (as the stub says, its DSN parameter
+                // is hidden from PHP 8.2 on; these frames take no DSN)
+                foreach ($t->getTrace() as $frame) {
+                    if (str_starts_with($frame['class'] ?? $frame['function'], 'CronLock\\')
+                        && !str_starts_with($frame['class'] ?? '', 'CronLock\\Tests\\')) {
+                        self::assertStringNotContainsString($secret, var_export($frame['args'] ?? [], true), "the password leaks into the frame of {$frame['function']}()");
+                    }
+                }
             }
-            self::assertStringNotContainsString($secret, (string) $e, 'the password leaks into (string) $e');
+            if (PHP_VERSION_ID >= 80200) {
+                self::assertStringNotContainsString($secret, (string) $e, 'the password leaks into (string) $e');
+            }
         }
     }
 
@@ -316,6 +331,7 @@ final class RedisLockTest extends TestCase
 
     public function testAclUserDsn(): void
     {
+        RedisServer::requireVersion('6.2', "ACL pub/sub channel rules ('&*')");
         // whatever php.ini says (PHP's default shows 15 characters of each
         // string argument, Debian's php.ini none): every frame in full
         $this->iniSet('zend.exception_string_param_max_len', '1000000');

@@ -49,6 +49,7 @@ final class RedisServerTest extends TestCase
 
     public function testAclUser(): void
     {
+        RedisServer::requireVersion('6.2', "ACL pub/sub channel rules ('&*')");
         $redis = RedisServer::start(['acl_user' => ['name' => 'cron', 'password' => 'secret']]);
         self::assertSame("redis://cron:secret@127.0.0.1:{$redis->port()}", $redis->dsn());
         self::assertSame('OK', $redis->command('AUTH', 'cron', 'secret'));

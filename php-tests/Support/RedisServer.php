@@ -59,6 +59,23 @@ final class RedisServer
      *              unix?: bool, tls?: bool, args?: list<string>} $opts
      *        'args': extra redis-server arguments, e.g. ['--maxclients', '10'].
      */
+    /**
+     * Skips the running test unless redis-server is version $min or later;
+     * $needs names what the test uses from it (e.g. "PEXPIRETIME"). Ubuntu
+     * 22.04 ships Redis 6.0 (scripts/compat 8.1).
+     */
+    public static function requireVersion(string $min, string $needs): void
+    {
+        static $version = null;
+        if ($version === null) {
+            preg_match('/v=(\d+\.\d+\.\d+)/', (string) shell_exec('redis-server --version'), $m);
+            $version = $m[1] ?? '0.0.0';
+        }
+        if (version_compare($version, $min, '<')) {
+            \PHPUnit\Framework\Assert::markTestSkipped("needs Redis $min or later for $needs; redis-server is $version");
+        }
+    }
+
     public static function start(array $opts = []): self
     {
         $known = ['requirepass', 'acl_user', 'unix', 'tls', 'args'];

@@ -77,7 +77,12 @@ php_admin_flag[log_errors] = on
 php_admin_flag[display_errors] = on
 php_admin_value[output_buffering] = 0
 INI);
-    file_put_contents("$dir/php.ini", $how === 'ini' ? "extension=$ext\n" : '');
+    // PHP before 8.1.25 / 8.2.12 crashes every extension (its own xml too)
+    // loaded by php_admin_value[extension] in a master without opcache
+    // (php-src GH-12232; Ubuntu 22.04 ships 8.1.2): load opcache there, as
+    // such hosts must
+    $engineBug = PHP_VERSION_ID < 80125 || (PHP_VERSION_ID >= 80200 && PHP_VERSION_ID < 80212);
+    file_put_contents("$dir/php.ini", $how === 'ini' ? "extension=$ext\n" : ($engineBug ? "zend_extension=opcache\n" : ''));
     $fpm = new Proc([$fpmBin, '-R', '-F', '-n', '-c', "$dir/php.ini", '-y', "$dir/fpm.conf"], null, null, false);
     $stop = function () use ($fpm): void {
         if ($fpm->running()) {
