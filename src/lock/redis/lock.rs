@@ -524,11 +524,9 @@ impl RedisLock {
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
         match self.attempt(&token, Mode::Confirm)? {
-            Attempt::Ours(..) => {
-                state.extend(sent, self.valid_for(self.ttl));
-                Ok(true)
-            }
-            Attempt::Busy(_) => {
+            Attempt::Ours(..) if state.extend(sent, self.valid_for(self.ttl)) => Ok(true),
+            // Ours, or it ran out while we asked (no reviving it).
+            Attempt::Ours(..) | Attempt::Busy(_) => {
                 state.lost.store(true, Ordering::Release);
                 drop(gate);
                 self.forget_hold();
@@ -587,6 +585,11 @@ impl RedisLock {
                 .collect(),
             options: self.options,
             invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
+            release: {
+                let mut release = scripts().release.prepare_invoke();
+                release.key(&self.key).arg(token).arg(&self.channel);
+                release
+            },
             valid_for: self.valid_for(self.ttl),
             sentinel: self.sentinel.as_ref().map(Sentinel::fresh),
             cluster: self.cluster.as_ref().map(Cluster::fresh),
@@ -612,29 +615,41 @@ impl RedisLock {
         let Some(hold) = &self.hold else {
             return Ok(false);
         };
-        if hold.state.lost.load(Ordering::Acquire) {
+        let state = Arc::clone(&hold.state);
+        let token = hold.token.clone();
+        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
+        let gate = state.renew_gate.lock();
+        // Lost, or run out unrenewed: a dropped hold stays dropped.
+        if !state.is_valid() {
+            state.lost.store(true, Ordering::Release);
+            drop(gate);
             self.forget_hold();
             return Ok(false);
         }
-        let state = Arc::clone(&hold.state);
-        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
-        let gate = state.renew_gate.lock();
         let sent = Instant::now();
+        // Redlock: half of what is left, so a stalled minority cannot make
+        // the majority's answer come after the hold ran out.
+        let deadline = sent + state.remaining() / 2;
         let renewed = self.everywhere(
             "renew",
+            Some(deadline),
             &|conn| invocation.invoke::<i64>(conn),
             |reply, _| reply == 1,
         )?;
-        if renewed {
-            state.extend(sent, self.valid_for(ttl));
-        } else {
+        let kept = renewed && state.extend(sent, self.valid_for(ttl));
+        if !kept {
             state.lost.store(true, Ordering::Release);
         }
         drop(gate);
-        if !renewed {
+        if !kept {
+            if renewed {
+                // Extended on the servers, but too late to count: give
+                // the key back rather than leave it to nobody for a TTL.
+                let _ = self.delete_if_ours(&token);
+            }
             self.forget_hold();
         }
-        Ok(renewed)
+        Ok(kept)
     }
 
     /// Deletes the key if it is still ours. `Ok(true)`: we held it and
@@ -661,9 +676,9 @@ impl RedisLock {
         let released = if !hold.state.is_valid() {
             Ok(false)
         } else if hold.window_end_ms != 0 {
-            self.leave_to_expire(&hold.token, hold.window_end_ms)
+            self.leave_to_expire(&hold.token, hold.window_end_ms, hold.state.remaining())
         } else {
-            self.delete_if_ours(&hold.token)
+            self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()))
         };
         hold.finish();
         released
@@ -703,7 +718,12 @@ impl RedisLock {
     /// and its window has not ended yet (by the server's clock), it is left
     /// to expire at the window's end (`PEXPIREAT`, token-checked), so nobody
     /// takes it again in that window; past the window's end it is deleted.
-    fn leave_to_expire(&mut self, token: &str, window_end_ms: i64) -> Result<bool> {
+    fn leave_to_expire(
+        &mut self,
+        token: &str,
+        window_end_ms: i64,
+        valid: Duration,
+    ) -> Result<bool> {
         let mut invocation = scripts().end_window.prepare_invoke();
         invocation
             .key(&self.key)
@@ -713,6 +733,7 @@ impl RedisLock {
         let redlock = self.is_redlock();
         self.everywhere(
             "leave to expire",
+            Some(release_deadline(valid)),
             &|conn| invocation.invoke::<i64>(conn),
             // -1 as for release: our first try most likely deleted it
             // (or, for Redlock, a minority master never had it).
@@ -764,7 +785,7 @@ impl RedisLock {
         // The message names the timeouts this try had.
         let options = mem::replace(&mut self.options, bounded);
         let error = if self.is_redlock() {
-            self.majority_error("release", &failures).error
+            self.majority_error("release", &failures, None).error
         } else {
             self.error(0, "release", &failures[0].1)
         };
@@ -773,6 +794,13 @@ impl RedisLock {
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
+        self.delete_if_ours_within(token, None)
+    }
+
+    /// [`RedisLock::delete_if_ours`] for a hold still `valid` that long:
+    /// Redlock waits for no master past that (a key that expired needs
+    /// no delete), but at least [`RELEASE_MIN_WAIT`].
+    fn delete_if_ours_within(&mut self, token: &str, valid: Option<Duration>) -> Result<bool> {
         let mut invocation = scripts().release.prepare_invoke();
         invocation.key(&self.key).arg(token).arg(&self.channel);
         let redlock = self.is_redlock();
@@ -782,6 +810,7 @@ impl RedisLock {
         // reason to report a held lock as not held.
         self.everywhere(
             "release",
+            valid.map(release_deadline),
             &|conn| invocation.invoke::<i64>(conn),
             |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
         )
@@ -790,9 +819,12 @@ impl RedisLock {
     /// Runs a token-checked yes/no script on the server, or on every
     /// Redlock master: `Ok(true)` when it (a majority) said yes,
     /// `Ok(false)` when it (so many that no majority is left) said no.
+    /// Redlock: no master is awaited past `deadline` (see
+    /// [`redlock::on_all`](super::redlock::on_all)).
     pub(super) fn everywhere(
         &mut self,
         op: &str,
+        deadline: Option<Instant>,
         command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
         yes: impl Fn(i64, bool) -> bool,
     ) -> Result<bool> {
@@ -800,11 +832,12 @@ impl RedisLock {
             let (reply, retried) = self.run(op, false, command)?;
             return Ok(yes(reply, retried));
         }
-        let results = on_all(&mut self.nodes, &self.options, command);
+        let budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let results = on_all(&mut self.nodes, &self.options, deadline, command);
         match verdict(results, yes) {
             Verdict::Yes => Ok(true),
             Verdict::No => Ok(false),
-            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures).error),
+            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures, budget).error),
         }
     }
 
@@ -962,12 +995,23 @@ impl RedisLock {
     }
 
     pub(super) fn error(&self, node: usize, op: &str, failure: &Failure) -> Error {
+        self.error_with(node, op, failure, &self.options)
+    }
+
+    /// [`RedisLock::error`] for a call that was given the timeouts of `given`.
+    pub(super) fn error_with(
+        &self,
+        node: usize,
+        op: &str,
+        failure: &Failure,
+        given: &RedisOptions,
+    ) -> Error {
         let addr = self.nodes[node].server.client.get_connection_info().addr();
         let key = shorten(&self.key);
         let message = match failure {
             Failure::Connect(err) if err.is_timeout() => format!(
                 "cannot connect to Redis at {addr} to {op} key '{key}': no answer within {} ms",
-                self.options.connect_timeout.as_millis()
+                given.connect_timeout.as_millis()
             ),
             Failure::Connect(err) => format!(
                 "cannot connect to Redis at {addr} to {op} key '{key}': {}",
@@ -975,7 +1019,7 @@ impl RedisLock {
             ),
             Failure::Command(err) if err.is_timeout() => format!(
                 "Redis at {addr} gave no answer within {} ms to {op} key '{key}'",
-                self.options.read_timeout.as_millis()
+                given.read_timeout.as_millis()
             ),
             Failure::Command(err) if err.kind() == ErrorKind::Io => format!(
                 "lost the connection to Redis at {addr} while trying to {op} key '{key}': {}",
@@ -1005,6 +1049,16 @@ impl Drop for RedisLock {
 }
 
 /// A number in [0, 1) that differs between processes and calls.
+/// The least a Redlock release waits for the masters, however little of
+/// the hold's validity is left: enough for live masters to answer on a
+/// busy machine.
+const RELEASE_MIN_WAIT: Duration = Duration::from_millis(50);
+
+/// When a Redlock release of a hold still valid for `valid` stops waiting.
+fn release_deadline(valid: Duration) -> Instant {
+    Instant::now() + valid.max(RELEASE_MIN_WAIT)
+}
+
 fn jitter() -> f64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -120,7 +120,11 @@
 //!   masters than a majority: the error, naming each master's failure.
 //! - renew, confirm, release, end of a once-per window: yes when a majority
 //!   said yes; no (lost) when so many said no that no majority is left;
-//!   otherwise the error. A release (or window end) counts "no key" on a
+//!   otherwise the error. No master is awaited past a share of the validity
+//!   (a renewal: half of what is left of the hold; a release: what is left,
+//!   at least 50 ms), so a stalled minority cannot make the majority's yes
+//!   arrive after the hold ran out; a yes that arrives after it ran out
+//!   does not revive it (`HoldState::extend`). A release (or window end) counts "no key" on a
 //!   master as yes: a minority that never had or lost the key does not make
 //!   a held lock "not held".
 //! - Waiters subscribe to the first master's channel and poll the others.

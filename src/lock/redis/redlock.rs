@@ -5,7 +5,7 @@
 //! master that is down or stopped costs its timeout once, not once per
 //! master), each with the single-node retry after a broken connection.
 
-use super::connection::{run_retrying_once, Server};
+use super::connection::{with_connection, Server};
 use super::errors::{Failed, Failure};
 use super::lock::{AcquireReply, Attempt, Mode, RedisLock};
 use super::options::RedisOptions;
@@ -53,14 +53,15 @@ pub(super) type NodeResult<T> = Result<(T, bool), Failure>;
 /// Runs `command` on every node, all at once when there are several
 /// (one scoped thread each), and returns each node's result in node order:
 /// the value and whether it ran twice. One node runs on this thread.
+/// With a `deadline`, no node's connect, write or reply is awaited past
+/// it (see [`run_before`]).
 pub(super) fn on_all<T: Send>(
     nodes: &mut [Node],
     options: &RedisOptions,
+    deadline: Option<Instant>,
     command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
 ) -> Vec<NodeResult<T>> {
-    in_parallel(nodes, &|node| {
-        run_retrying_once(&mut node.conn, &node.server, options, false, command)
-    })
+    in_parallel(nodes, &|node| run_before(node, options, deadline, command))
 }
 
 /// [`on_all`], also saying for each node whether `command` was sent to it
@@ -69,11 +70,12 @@ pub(super) fn on_all<T: Send>(
 pub(super) fn on_all_noting_sent<T: Send>(
     nodes: &mut [Node],
     options: &RedisOptions,
+    deadline: Option<Instant>,
     command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
 ) -> Vec<(NodeResult<T>, bool)> {
     let results = in_parallel(nodes, &|node| {
         let mut sent = false;
-        let result = run_retrying_once(&mut node.conn, &node.server, options, false, |conn| {
+        let result = run_before(node, options, deadline, |conn| {
             sent = true;
             command(conn)
         });
@@ -86,6 +88,57 @@ pub(super) fn on_all_noting_sent<T: Send>(
             Err(failure) => (Err(failure), false),
         })
         .collect()
+}
+
+/// The single-node retry after a broken connection on one master, with
+/// every timeout (connect, write, reply; the retry only if time is left)
+/// cut to what is left until `deadline`. A stalled minority then costs an
+/// operation no more than the share of the validity time it was given,
+/// instead of a renewal outliving the hold it renews.
+fn run_before<T>(
+    node: &mut Node,
+    options: &RedisOptions,
+    deadline: Option<Instant>,
+    mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
+) -> NodeResult<T> {
+    let left = || {
+        deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        })
+    };
+    let mut once = |node: &mut Node| {
+        let left = left();
+        if left.is_zero() {
+            return Err(Failure::Command(RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::TimedOut,
+            ))));
+        }
+        let bounded = bounded(options, left);
+        with_connection(&mut node.conn, &node.server, &bounded, |conn| {
+            // A kept connection carries the timeouts of its last command.
+            conn.set_read_timeout(Some(bounded.read_timeout))?;
+            conn.set_write_timeout(Some(bounded.read_timeout))?;
+            command(conn)
+        })
+    };
+    match once(node) {
+        Ok(value) => Ok((value, false)),
+        Err(Failure::Command(err)) if err.kind() == ErrorKind::Io && !left().is_zero() => {
+            once(node).map(|value| (value, true))
+        }
+        Err(failure) => Err(failure),
+    }
+}
+
+/// `options` with its timeouts cut to `budget` (at least 1 ms: a zero
+/// timeout is refused by the socket API).
+pub(super) fn bounded(options: &RedisOptions, budget: Duration) -> RedisOptions {
+    let budget = budget.max(Duration::from_millis(1));
+    RedisOptions {
+        connect_timeout: options.connect_timeout.min(budget),
+        read_timeout: options.read_timeout.min(budget),
+        ..*options
+    }
 }
 
 /// Runs `run` on every node, one scoped thread each when there are several.
@@ -173,7 +226,7 @@ impl RedisLock {
     ) -> std::result::Result<Attempt, Failed> {
         let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
-        let results = on_all_noting_sent(&mut self.nodes, &self.options, &|conn| {
+        let results = on_all_noting_sent(&mut self.nodes, &self.options, None, &|conn| {
             invocation.invoke::<AcquireReply>(conn)
         });
         let elapsed = sent.elapsed();
@@ -220,7 +273,7 @@ impl RedisLock {
             if busy > masters - needed || (granted.len() >= needed && !in_time) {
                 return Ok(Attempt::Busy(expires_in));
             }
-            return Err(self.majority_error("acquire", &failures));
+            return Err(self.majority_error("acquire", &failures, None));
         }
         if !granted.is_empty() {
             left_ours |= !self.undo_grants(token, &granted);
@@ -234,7 +287,7 @@ impl RedisLock {
         if granted.len() + busy >= needed {
             Ok(Attempt::Busy(expires_in))
         } else {
-            Err(self.majority_error("acquire", &failures))
+            Err(self.majority_error("acquire", &failures, None))
         }
     }
 
@@ -251,7 +304,7 @@ impl RedisLock {
                 conn: self.nodes[index].conn.take(),
             })
             .collect();
-        let results = on_all(&mut nodes, &self.options, &|conn| {
+        let results = on_all(&mut nodes, &self.options, None, &|conn| {
             invocation.invoke::<i64>(conn)
         });
         for (node, &index) in nodes.into_iter().zip(granted) {
@@ -260,24 +313,39 @@ impl RedisLock {
         results.iter().all(Result::is_ok)
     }
 
-    /// Too few masters answered `op`: each one's failure, in one message.
-    pub(super) fn majority_error(&self, op: &str, failures: &[(usize, Failure)]) -> Failed {
+    /// Too few masters answered `op` (each given at most `budget`, a share
+    /// of the validity time): each one's failure, in one message.
+    pub(super) fn majority_error(
+        &self,
+        op: &str,
+        failures: &[(usize, Failure)],
+        budget: Option<Duration>,
+    ) -> Failed {
         let masters = self.nodes.len();
+        // The per-master messages name the timeouts that master was given.
+        let given = budget.map_or(self.options, |budget| bounded(&self.options, budget));
         let reasons: Vec<String> = failures
             .iter()
-            .map(|(index, failure)| self.error(*index, op, failure).to_string())
+            .map(|(index, failure)| self.error_with(*index, op, failure, &given).to_string())
             .collect();
+        let within = match budget {
+            Some(budget) if budget < self.options.read_timeout => format!(
+                " within {} ms (the share of the lock's validity time a call may wait)",
+                budget.as_millis()
+            ),
+            _ => String::new(),
+        };
         let message = format!(
-            "cannot {op} {}: {} of the {masters} Redis masters did not answer, and a majority \
-             ({}) must: {}",
+            "cannot {op} {}: {} of the {masters} Redis masters did not answer{within}, and a \
+             majority ({}) must: {}",
             self.describe(),
             failures.len(),
             quorum(masters),
             reasons.join("; ")
         );
-        let unusable = failures
-            .iter()
-            .any(|(index, failure)| matches!(self.error(*index, op, failure), Error::Lock(_)));
+        let unusable = failures.iter().any(|(index, failure)| {
+            matches!(self.error_with(*index, op, failure, &given), Error::Lock(_))
+        });
         Failed {
             error: if unusable {
                 Error::Lock(message)
