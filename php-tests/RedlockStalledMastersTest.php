@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace CronLock\Tests;
 
+use CronLock\ConnectionException;
 use CronLock\Guard;
 use CronLock\Redis;
 use CronLock\Tests\Support\RedisServer;
@@ -123,6 +124,43 @@ final class RedlockStalledMastersTest extends TestCase
         $started = microtime(true);
         self::assertTrue($lock->release(), 'true when held, whatever the minority answered');
         self::assertLessThan(5.0, microtime(true) - $started, 'release() does not wait for the stopped masters');
+        self::assertFalse($lock->isHeld());
+    }
+
+    /**
+     * F07: the stopped masters' timeouts used up the validity of a 0.4 s
+     * TTL, and the attempt was reported as contention (cron_guard():
+     * "held by another process") for a key nobody held.
+     */
+    public function testAFreeKeyIsTakenWhileAMinorityIsStopped(): void
+    {
+        $masters = $this->masters(5);
+        $dsns = array_map(static fn (RedisServer $m) => $m->dsn(), $masters);
+        $this->stop(array_slice($masters, 3));
+        // 1 s: the stopped masters' connect_timeout (1 s) used to eat all of
+        // it; half of it is left for the live masters on a busy machine.
+        $lock = new Redis($dsns, 'redlock-stalled-take', 1.0);
+        self::assertTrue($lock->acquire(0), 'three of five masters granted in time');
+        self::assertTrue($lock->release());
+        self::assertSame('RAN', cron_guard(static fn () => 'RAN', $lock, ['wait' => 3]));
+    }
+
+    public function testTooFewMastersInTimeIsAConnectionExceptionNotContention(): void
+    {
+        $masters = $this->masters(5);
+        $dsns = array_map(static fn (RedisServer $m) => $m->dsn(), $masters);
+        $this->stop(array_slice($masters, 2));
+        $lock = new Redis($dsns, 'redlock-stalled-majority', 0.4);
+        try {
+            $lock->acquire(0);
+            self::fail('three of five masters stopped: expected ConnectionException');
+        } catch (ConnectionException $e) {
+            // (3, or more on a machine too busy for the live ones to answer)
+            self::assertMatchesRegularExpression(
+                '/[345] of the 5 Redis masters did not answer within 197 ms \\(the share of the lock\'s validity time a call may wait\\), and a majority \\(3\\) must/',
+                $e->getMessage(),
+            );
+        }
         self::assertFalse($lock->isHeld());
     }
 }

@@ -225,11 +225,13 @@ namespace CronLock {
          *        independent masters (no two the same address) is Redlock: the lock is held when a
          *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
          *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
-         *        majority is false, fewer answering masters than a majority ConnectionException; a
+         *        majority is false, fewer masters answering in time than a majority
+         *        ConnectionException (never false: a key nobody holds is not contention); a
          *        failed attempt deletes the grants it got; a minority down or stopped does not stop
          *        the lock: no master is awaited longer than read_timeout (+ connect_timeout) nor
-         *        past a share of the validity time (renew(), and auto_renew: half of what is left
-         *        of the hold; release(): what is left of it, at least 50 ms), so the hold stays
+         *        past a share of the validity time (acquire: half of it; renew(), and auto_renew:
+         *        half of what is left of the hold; release(): what is left of it, at least 50
+         *        ms), so the hold stays
          *        while a majority confirms it, and a hold that ran out is not revived by a late
          *        confirmation (renew() false).
          *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'

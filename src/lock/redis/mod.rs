@@ -117,7 +117,10 @@
 //!   did not answer keeps our key until its TTL. A majority busy: `Ok(false)`
 //!   (waiters retry after a random part of the poll interval, so two
 //!   waiters that split the votes do not retry in step); fewer answering
-//!   masters than a majority: the error, naming each master's failure.
+//!   masters than a majority: the error, naming each master's failure. The
+//!   masters are given half the validity to answer (a hold won against a
+//!   stalled minority keeps the other half); a majority that granted too
+//!   late is the error too, never "busy": nobody else holds the key.
 //! - renew, confirm, release, end of a once-per window: yes when a majority
 //!   said yes; no (lost) when so many said no that no majority is left;
 //!   otherwise the error. No master is awaited past a share of the validity

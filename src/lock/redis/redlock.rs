@@ -217,8 +217,10 @@ pub(super) fn verdict(
 impl RedisLock {
     /// One acquire (or confirm) on every master. Held when a majority
     /// granted and time is left of the validity (TTL − elapsed − drift); a
-    /// take that falls short undoes its grants. Contention on a majority is
-    /// `Busy`; fewer answering masters than a majority is the error.
+    /// take that falls short undoes its grants. Contention (some master
+    /// holding another token, and no majority ours) is `Busy`; fewer masters
+    /// answering within half the validity than a majority, or a majority
+    /// that granted too late, is the error.
     pub(super) fn attempt_on_masters(
         &mut self,
         token: &str,
@@ -226,9 +228,15 @@ impl RedisLock {
     ) -> std::result::Result<Attempt, Failed> {
         let invocation = self.acquire_invocation(token, mode);
         let sent = Instant::now();
-        let results = on_all_noting_sent(&mut self.nodes, &self.options, None, &|conn| {
-            invocation.invoke::<AcquireReply>(conn)
-        });
+        // Half the validity for the answers, so a hold won against a
+        // stalled minority still has half of it left.
+        let budget = self.valid_for(self.ttl) / 2;
+        let results = on_all_noting_sent(
+            &mut self.nodes,
+            &self.options,
+            Some(sent + budget),
+            &|conn| invocation.invoke::<AcquireReply>(conn),
+        );
         let elapsed = sent.elapsed();
         // A master that got the script but did not answer may set the key
         // yet (a stalled one runs it when it resumes).
@@ -273,8 +281,9 @@ impl RedisLock {
             if busy > masters - needed || (granted.len() >= needed && !in_time) {
                 return Ok(Attempt::Busy(expires_in));
             }
-            return Err(self.majority_error("acquire", &failures, None));
+            return Err(self.majority_error("acquire", &failures, Some(budget)));
         }
+        let late = granted.len() >= needed;
         if !granted.is_empty() {
             left_ours |= !self.undo_grants(token, &granted);
         }
@@ -284,10 +293,13 @@ impl RedisLock {
             // Every master answered, and none holds our token.
             self.unsettled = None;
         }
-        if granted.len() + busy >= needed {
+        if late {
+            // Nobody else holds it: the answers came too late to count.
+            Err(self.too_late_error(elapsed))
+        } else if busy > 0 && granted.len() + busy >= needed {
             Ok(Attempt::Busy(expires_in))
         } else {
-            Err(self.majority_error("acquire", &failures, None))
+            Err(self.majority_error("acquire", &failures, Some(budget)))
         }
     }
 
@@ -311,6 +323,24 @@ impl RedisLock {
             self.nodes[index].conn = node.conn;
         }
         results.iter().all(Result::is_ok)
+    }
+
+    /// A majority granted, but the attempt took so long that no validity
+    /// time was left: not contention, and not ours.
+    fn too_late_error(&self, elapsed: Duration) -> Failed {
+        Failed {
+            error: Error::Connection(format!(
+                "cannot acquire {}: a majority of the {} Redis masters granted it, but only after \
+                 {} ms, which leaves none of the lock's validity time ({} ms: the TTL less the \
+                 drift allowance)",
+                self.describe(),
+                self.nodes.len(),
+                elapsed.as_millis(),
+                self.valid_for(self.ttl).as_millis()
+            )),
+            transient: true,
+            unanswered: false,
+        }
     }
 
     /// Too few masters answered `op` (each given at most `budget`, a share
