@@ -62,6 +62,9 @@ pub struct RedisLock {
     /// (the script takes "key == our token" as ours) and release or drop
     /// deletes the key if it holds it. For Redlock: any master may.
     pub(super) unsettled: Option<String>,
+    /// Redlock: each master's `run_id` (`INFO server`), learnt by the first
+    /// attempt it answers; `Some("")` when it would not say.
+    pub(super) run_ids: Vec<Option<String>>,
 }
 
 /// What we know about a key we acquired.
@@ -135,29 +138,42 @@ impl RedisLock {
     /// the message never contains the password) or
     /// `$options['connect_timeout']` / `$options['read_timeout']` (zero).
     pub fn new(dsn: &str, key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
-        Self::on_masters(&[dsn], key, ttl, options)
+        Self::build(&[dsn], key, ttl, options)
     }
 
     /// A Redlock: the key on each of `dsns`, independent masters, held while
-    /// a majority granted it (see the module docs). One DSN is a plain lock.
+    /// a majority granted it (see the module docs).
     ///
     /// # Errors
     ///
     /// As for [`RedisLock::new`], and [`Error::InvalidValue`] naming `$dsn`
-    /// for an empty list or one that names a master twice.
+    /// for a list of fewer than two DSNs (a list of one would be a Redlock
+    /// with no master to spare, most likely a mistake: one master is a
+    /// string DSN) or one that names a server twice, as far as the DSNs show
+    /// it (the same address however spelt, with any database). Two DSNs
+    /// that turn out to reach one server are the first acquire's
+    /// [`Error::Lock`].
     pub fn on_masters(
         dsns: &[&str],
         key: &str,
         ttl: Duration,
         options: RedisOptions,
     ) -> Result<Self> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        if dsns.is_empty() {
-            return Err(Error::value(
+        match dsns.len() {
+            0 => Err(Error::value(
                 "$dsn",
                 "must be a DSN or a non-empty list of DSNs",
-            ));
+            )),
+            1 => Err(Error::value(
+                "$dsn",
+                "must list at least 2 Redlock masters (one master is a DSN string, not a list)",
+            )),
+            _ => Self::build(dsns, key, ttl, options),
         }
+    }
+
+    fn build(dsns: &[&str], key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         if key.is_empty() {
             return Err(Error::value("$key", "must not be empty"));
         }
@@ -210,17 +226,27 @@ impl RedisLock {
             })?;
             secrets.merge(found);
             let node = Node::new(server);
-            if nodes.iter().any(|other| other.address() == node.address()) {
+            if let Some(other) = nodes
+                .iter()
+                .find(|other| other.server_identity() == node.server_identity())
+            {
+                let (first, again) = (other.address(), node.address());
+                let also = if first == again {
+                    String::new()
+                } else {
+                    format!(" (also as {again})")
+                };
                 return Err(Error::value(
                     "$dsn",
                     format!(
-                        "names the Redis master {} twice; Redlock needs independent masters",
-                        node.address()
+                        "names the Redis master {first} twice{also}; Redlock needs independent \
+                         masters"
                     ),
                 ));
             }
             nodes.push(node);
         }
+        let masters = nodes.len();
         let name = LockName {
             address: match (&sentinel, &cluster) {
                 (Some(sentinel), _) => sentinel.identity(),
@@ -263,6 +289,7 @@ impl RedisLock {
             busy_here: false,
             once_per: None,
             unsettled: None,
+            run_ids: vec![None; masters],
         })
     }
 

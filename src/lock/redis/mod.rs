@@ -130,6 +130,12 @@
 //!   does not revive it (`HoldState::extend`). A release (or window end) counts "no key" on a
 //!   master as yes: a minority that never had or lost the key does not make
 //!   a held lock "not held".
+//! - No server counts twice: [`RedisLock::on_masters`] refuses a list of one
+//!   and one whose DSNs name a server twice (`Node::server_identity`:
+//!   loopback and IPv4-mapped spellings are one, the database is not part
+//!   of it); until every master has answered once, each attempt first asks
+//!   `INFO server`, and two masters with one `run_id` make it give its
+//!   grants back and fail with [`Error::Lock`](crate::error::Error::Lock).
 //! - Waiters subscribe to the first master's channel and poll the others.
 //! - No fencing number (`fencing_token()` is `None`): no number made from
 //!   independent counters is strictly increasing when a master restarts

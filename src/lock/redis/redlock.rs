@@ -11,7 +11,8 @@ use super::lock::{AcquireReply, Attempt, Mode, RedisLock};
 use super::options::RedisOptions;
 use super::scripts::scripts;
 use crate::error::Error;
-use redis::{Connection, ErrorKind, RedisError, RedisResult};
+use redis::{Connection, ConnectionAddr, ErrorKind, RedisError, RedisResult};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,21 @@ impl Node {
         Node { server, conn: None }
     }
 
+    /// The server as far as its DSN shows it, without the database: one
+    /// string for every spelling of the loopback address (`localhost`,
+    /// `127.0.0.1`, `::1`, `::ffff:127.0.0.1`) and for an IPv4 address and
+    /// its IPv4-mapped IPv6 form. Spellings that only a connection can tell
+    /// apart (a unix socket and a port, a host name) are caught by the
+    /// masters' `run_id` (see [`RedisLock::attempt_on_masters`]).
+    pub(super) fn server_identity(&self) -> String {
+        match self.server.client.get_connection_info().addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                format!("{}:{port}", canonical_host(host))
+            }
+            other => other.to_string(),
+        }
+    }
+
     pub(super) fn address(&self) -> String {
         let addr = self.server.client.get_connection_info().addr().to_string();
         match self.server.db {
@@ -33,6 +49,37 @@ impl Node {
             db => format!("{addr}/{db}"),
         }
     }
+}
+
+fn canonical_host(host: &str) -> String {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.eq_ignore_ascii_case("localhost") {
+        return "loopback".to_owned();
+    }
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => canonical_ip(IpAddr::V4(v4)),
+            None => canonical_ip(IpAddr::V6(v6)),
+        },
+        Ok(ip) => canonical_ip(ip),
+        Err(_) => host.to_ascii_lowercase(),
+    }
+}
+
+/// `localhost` may be either loopback address: all three are one.
+fn canonical_ip(ip: IpAddr) -> String {
+    if ip == IpAddr::V4(Ipv4Addr::LOCALHOST) || ip == IpAddr::V6(Ipv6Addr::LOCALHOST) {
+        "loopback".to_owned()
+    } else {
+        ip.to_string()
+    }
+}
+
+/// The `run_id` in a reply to `INFO server`; empty when there is none.
+fn run_id_in(info: &str) -> String {
+    info.lines()
+        .find_map(|line| line.strip_prefix("run_id:"))
+        .map_or_else(String::new, |id| id.trim().to_owned())
 }
 
 /// How many masters must grant the key: a strict majority.
@@ -231,11 +278,28 @@ impl RedisLock {
         // Half the validity for the answers, so a hold won against a
         // stalled minority still has half of it left.
         let budget = self.valid_for(self.ttl) / 2;
+        // Until every master said who it is: INFO first, on the same
+        // connection, so that two DSNs of one server are caught.
+        let identify = self.run_ids.iter().any(Option::is_none);
         let results = on_all_noting_sent(
             &mut self.nodes,
             &self.options,
             Some(sent + budget),
-            &|conn| invocation.invoke::<AcquireReply>(conn),
+            &|conn| {
+                let run_id = if identify {
+                    match redis::cmd("INFO").arg("server").query::<String>(conn) {
+                        Ok(info) => Some(run_id_in(&info)),
+                        // Refused (an ACL without INFO): it cannot say.
+                        Err(err) if matches!(err.kind(), ErrorKind::Server(_)) => {
+                            Some(String::new())
+                        }
+                        Err(err) => return Err(err),
+                    }
+                } else {
+                    None
+                };
+                Ok((run_id, invocation.invoke::<AcquireReply>(conn)?))
+            },
         );
         let elapsed = sent.elapsed();
         // A master that got the script but did not answer may set the key
@@ -249,6 +313,12 @@ impl RedisLock {
         let mut window_end = 0;
         let mut failures = Vec::new();
         for (index, (result, reached)) in results.into_iter().enumerate() {
+            let result = result.map(|((run_id, reply), retried)| {
+                if let Some(run_id) = run_id {
+                    self.run_ids[index].get_or_insert(run_id);
+                }
+                (reply, retried)
+            });
             match result {
                 Ok(((1, _, _, ends), _)) => {
                     granted.push(index);
@@ -270,6 +340,16 @@ impl RedisLock {
                     failures.push((index, failure));
                 }
             }
+        }
+        if let Some(error) = self.one_server_twice() {
+            if !granted.is_empty() && !self.undo_grants(token, &granted) {
+                self.unsettled = Some(token.to_owned());
+            }
+            return Err(Failed {
+                error,
+                transient: false,
+                unanswered: false,
+            });
         }
         let in_time = elapsed + drift(self.ttl) < self.ttl;
         if granted.len() >= needed && in_time {
@@ -323,6 +403,30 @@ impl RedisLock {
             self.nodes[index].conn = node.conn;
         }
         results.iter().all(Result::is_ok)
+    }
+
+    /// Two masters that gave the same `run_id`: one server, reached
+    /// through two DSNs (a unix socket and a port, a host name and an
+    /// address), which would count twice in every majority.
+    fn one_server_twice(&self) -> Option<Error> {
+        for (index, run_id) in self.run_ids.iter().enumerate() {
+            let Some(run_id) = run_id.as_deref().filter(|id| !id.is_empty()) else {
+                continue;
+            };
+            if let Some(other) = self.run_ids[index + 1..]
+                .iter()
+                .position(|other| other.as_deref() == Some(run_id))
+            {
+                return Some(Error::Lock(format!(
+                    "cannot use {}: the Redis masters {} and {} are one server (the same \
+                     run_id); Redlock needs independent masters",
+                    self.describe(),
+                    self.nodes[index].address(),
+                    self.nodes[index + 1 + other].address()
+                )));
+            }
+        }
+        None
     }
 
     /// A majority granted, but the attempt took so long that no validity
@@ -386,5 +490,37 @@ impl RedisLock {
             // Callers that need it (the acquire) count it per master.
             unanswered: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::{canonical_host, run_id_in};
+
+    #[test]
+    fn loopback_and_ipv4_mapped_spellings_are_one_host() {
+        for loopback in [
+            "localhost",
+            "LOCALHOST",
+            "127.0.0.1",
+            "[::1]",
+            "::1",
+            "[::ffff:127.0.0.1]",
+            "::ffff:7f00:1",
+            "0:0:0:0:0:0:0:1",
+        ] {
+            assert_eq!(canonical_host(loopback), "loopback", "{loopback}");
+        }
+        assert_eq!(canonical_host("[::ffff:10.0.0.1]"), "10.0.0.1");
+        assert_eq!(canonical_host("127.0.0.2"), "127.0.0.2");
+        assert_eq!(canonical_host("Redis.Example"), "redis.example");
+        assert_ne!(canonical_host("[::2]"), canonical_host("[::1]"));
+    }
+
+    #[test]
+    fn the_run_id_is_read_from_info_server() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:0123abcd\r\ntcp_port:6379\r\n";
+        assert_eq!(run_id_in(info), "0123abcd");
+        assert_eq!(run_id_in("# Server\r\n"), "");
     }
 }
