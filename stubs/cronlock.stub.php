@@ -225,13 +225,24 @@ namespace CronLock {
          *        database may also be given as '?db=N' on redis:// and rediss:// (the same lock as
          *        '/N'; '/N' and '?db=M' that differ are a \ValueError). Refused with \ValueError
          *        rather than ignored: any other query parameter or one given twice, ':' with no
-         *        port after it, a '#fragment' other than rediss://'s '#insecure'. A list of such DSNs of
-         *        independent masters (no two the same address) is Redlock: the lock is held when a
+         *        port after it, a '#fragment' other than rediss://'s '#insecure'. A list of two or
+         *        more such DSNs of independent masters is Redlock (no server twice: the same address
+         *        however spelt, localhost, 127.0.0.1, ::1 and ::ffff:127.0.0.1 being one, with any
+         *        database, is a \ValueError; two DSNs that reach one server otherwise, such as its
+         *        socket and its port, are found by the masters' INFO run_id and make the first
+         *        acquire() throw LockException; a list of one DSN is a \ValueError: one master is a
+         *        string): the lock is held when a
          *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
          *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
-         *        majority is false, fewer answering masters than a majority ConnectionException; a
-         *        failed attempt deletes the grants it got; a minority down or stopped costs at most
-         *        read_timeout (+ connect_timeout) per call and does not stop the lock.
+         *        majority is false, fewer masters answering in time than a majority
+         *        ConnectionException (never false: a key nobody holds is not contention); a
+         *        failed attempt deletes the grants it got; a minority down or stopped does not stop
+         *        the lock: no master is awaited longer than read_timeout (+ connect_timeout) nor
+         *        past a share of the validity time (acquire: half of it; renew(), and auto_renew:
+         *        half of what is left of the hold; release(): what is left of it, at least 50
+         *        ms), so the hold stays
+         *        while a majority confirms it, and a hold that ran out is not revived by a late
+         *        confirmation (renew() false).
          *        'redis-sentinel://[[user]:password@]host[:port][,host[:port]…]/master[/db]'
          *        ('rediss-sentinel://' for TLS; default port 26379; the master name is
          *        percent-decoded, '%20' for a space; the DSN's user and password are
@@ -280,7 +291,8 @@ namespace CronLock {
          *        #[\SensitiveParameter] (PHP 8.2+): traces show the whole array as
          *        Object(SensitiveParameterValue).
          * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN (for a list:
-         *         named as $dsn[i]), an empty list or one naming a master twice, an unknown option,
+         *         named as $dsn[i]), a list of fewer than 2 DSNs or one naming a server twice (see
+         *         $dsn), an unknown option,
          *         'sentinel_password' without a Sentinel DSN or empty, 'sentinel_user' without
          *         'sentinel_password' or empty, a string option that is not UTF-8.
          * @throws \TypeError for an option of the wrong type, a $dsn list entry that is not a string.
@@ -323,8 +335,9 @@ namespace CronLock {
          * @throws ConnectionException when Redis cannot be reached, refuses us (auth,
          *         ACL, out of memory, read-only replica) or times out: the message names
          *         the address, the key (cut to 200 characters) and the reason.
-         * @throws LockException when the key holds a non-string value, or waiting on
-         *         another object of this process as above.
+         * @throws LockException when the key holds a non-string value, waiting on
+         *         another object of this process as above, or (Redlock) two masters turn out
+         *         to be one server (the same INFO run_id; the grants are given back).
          */
         public function acquire(float $timeout = 0.0): bool {}
 

@@ -74,8 +74,12 @@ impl Redis {
         let key = key.utf8("$key")?;
         let dsns = dsn_list(dsn)?;
         let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
-        let mut lock =
-            RedisLock::on_masters(&dsns, &key, ttl_from_secs(ttl.or(300.0))?, redis_options)?;
+        let ttl = ttl_from_secs(ttl.or(300.0))?;
+        let mut lock = if dsn.is_string() {
+            RedisLock::new(dsns[0], &key, ttl, redis_options)?
+        } else {
+            RedisLock::on_masters(&dsns, &key, ttl, redis_options)?
+        };
         if let Some(auth) = &sentinel_auth {
             lock.set_sentinel_auth(auth)?;
         }

@@ -62,6 +62,9 @@ pub struct RedisLock {
     /// (the script takes "key == our token" as ours) and release or drop
     /// deletes the key if it holds it. For Redlock: any master may.
     pub(super) unsettled: Option<String>,
+    /// Redlock: each master's `run_id` (`INFO server`), learnt by the first
+    /// attempt it answers; `Some("")` when it would not say.
+    pub(super) run_ids: Vec<Option<String>>,
 }
 
 /// What we know about a key we acquired.
@@ -135,29 +138,42 @@ impl RedisLock {
     /// the message never contains the password) or
     /// `$options['connect_timeout']` / `$options['read_timeout']` (zero).
     pub fn new(dsn: &str, key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
-        Self::on_masters(&[dsn], key, ttl, options)
+        Self::build(&[dsn], key, ttl, options)
     }
 
     /// A Redlock: the key on each of `dsns`, independent masters, held while
-    /// a majority granted it (see the module docs). One DSN is a plain lock.
+    /// a majority granted it (see the module docs).
     ///
     /// # Errors
     ///
     /// As for [`RedisLock::new`], and [`Error::InvalidValue`] naming `$dsn`
-    /// for an empty list or one that names a master twice.
+    /// for a list of fewer than two DSNs (a list of one would be a Redlock
+    /// with no master to spare, most likely a mistake: one master is a
+    /// string DSN) or one that names a server twice, as far as the DSNs show
+    /// it (the same address however spelt, with any database). Two DSNs
+    /// that turn out to reach one server are the first acquire's
+    /// [`Error::Lock`].
     pub fn on_masters(
         dsns: &[&str],
         key: &str,
         ttl: Duration,
         options: RedisOptions,
     ) -> Result<Self> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        if dsns.is_empty() {
-            return Err(Error::value(
+        match dsns.len() {
+            0 => Err(Error::value(
                 "$dsn",
                 "must be a DSN or a non-empty list of DSNs",
-            ));
+            )),
+            1 => Err(Error::value(
+                "$dsn",
+                "must list at least 2 Redlock masters (one master is a DSN string, not a list)",
+            )),
+            _ => Self::build(dsns, key, ttl, options),
         }
+    }
+
+    fn build(dsns: &[&str], key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         if key.is_empty() {
             return Err(Error::value("$key", "must not be empty"));
         }
@@ -210,17 +226,27 @@ impl RedisLock {
             })?;
             secrets.merge(found);
             let node = Node::new(server);
-            if nodes.iter().any(|other| other.address() == node.address()) {
+            if let Some(other) = nodes
+                .iter()
+                .find(|other| other.server_identity() == node.server_identity())
+            {
+                let (first, again) = (other.address(), node.address());
+                let also = if first == again {
+                    String::new()
+                } else {
+                    format!(" (also as {again})")
+                };
                 return Err(Error::value(
                     "$dsn",
                     format!(
-                        "names the Redis master {} twice; Redlock needs independent masters",
-                        node.address()
+                        "names the Redis master {first} twice{also}; Redlock needs independent \
+                         masters"
                     ),
                 ));
             }
             nodes.push(node);
         }
+        let masters = nodes.len();
         let name = LockName {
             address: match (&sentinel, &cluster) {
                 (Some(sentinel), _) => sentinel.identity(),
@@ -263,6 +289,7 @@ impl RedisLock {
             busy_here: false,
             once_per: None,
             unsettled: None,
+            run_ids: vec![None; masters],
         })
     }
 
@@ -524,11 +551,9 @@ impl RedisLock {
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
         match self.attempt(&token, Mode::Confirm)? {
-            Attempt::Ours(..) => {
-                state.extend(sent, self.valid_for(self.ttl));
-                Ok(true)
-            }
-            Attempt::Busy(_) => {
+            Attempt::Ours(..) if state.extend(sent, self.valid_for(self.ttl)) => Ok(true),
+            // Ours, or it ran out while we asked (no reviving it).
+            Attempt::Ours(..) | Attempt::Busy(_) => {
                 state.lost.store(true, Ordering::Release);
                 drop(gate);
                 self.forget_hold();
@@ -587,6 +612,11 @@ impl RedisLock {
                 .collect(),
             options: self.options,
             invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
+            release: {
+                let mut release = scripts().release.prepare_invoke();
+                release.key(&self.key).arg(token).arg(&self.channel);
+                release
+            },
             valid_for: self.valid_for(self.ttl),
             sentinel: self.sentinel.as_ref().map(Sentinel::fresh),
             cluster: self.cluster.as_ref().map(Cluster::fresh),
@@ -612,29 +642,41 @@ impl RedisLock {
         let Some(hold) = &self.hold else {
             return Ok(false);
         };
-        if hold.state.lost.load(Ordering::Acquire) {
+        let state = Arc::clone(&hold.state);
+        let token = hold.token.clone();
+        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
+        let gate = state.renew_gate.lock();
+        // Lost, or run out unrenewed: a dropped hold stays dropped.
+        if !state.is_valid() {
+            state.lost.store(true, Ordering::Release);
+            drop(gate);
             self.forget_hold();
             return Ok(false);
         }
-        let state = Arc::clone(&hold.state);
-        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
-        let gate = state.renew_gate.lock();
         let sent = Instant::now();
+        // Redlock: half of what is left, so a stalled minority cannot make
+        // the majority's answer come after the hold ran out.
+        let deadline = sent + state.remaining() / 2;
         let renewed = self.everywhere(
             "renew",
+            Some(deadline),
             &|conn| invocation.invoke::<i64>(conn),
             |reply, _| reply == 1,
         )?;
-        if renewed {
-            state.extend(sent, self.valid_for(ttl));
-        } else {
+        let kept = renewed && state.extend(sent, self.valid_for(ttl));
+        if !kept {
             state.lost.store(true, Ordering::Release);
         }
         drop(gate);
-        if !renewed {
+        if !kept {
+            if renewed {
+                // Extended on the servers, but too late to count: give
+                // the key back rather than leave it to nobody for a TTL.
+                let _ = self.delete_if_ours(&token);
+            }
             self.forget_hold();
         }
-        Ok(renewed)
+        Ok(kept)
     }
 
     /// Deletes the key if it is still ours. `Ok(true)`: we held it and
@@ -661,9 +703,9 @@ impl RedisLock {
         let released = if !hold.state.is_valid() {
             Ok(false)
         } else if hold.window_end_ms != 0 {
-            self.leave_to_expire(&hold.token, hold.window_end_ms)
+            self.leave_to_expire(&hold.token, hold.window_end_ms, hold.state.remaining())
         } else {
-            self.delete_if_ours(&hold.token)
+            self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()))
         };
         hold.finish();
         released
@@ -703,7 +745,12 @@ impl RedisLock {
     /// and its window has not ended yet (by the server's clock), it is left
     /// to expire at the window's end (`PEXPIREAT`, token-checked), so nobody
     /// takes it again in that window; past the window's end it is deleted.
-    fn leave_to_expire(&mut self, token: &str, window_end_ms: i64) -> Result<bool> {
+    fn leave_to_expire(
+        &mut self,
+        token: &str,
+        window_end_ms: i64,
+        valid: Duration,
+    ) -> Result<bool> {
         let mut invocation = scripts().end_window.prepare_invoke();
         invocation
             .key(&self.key)
@@ -713,6 +760,7 @@ impl RedisLock {
         let redlock = self.is_redlock();
         self.everywhere(
             "leave to expire",
+            Some(release_deadline(valid)),
             &|conn| invocation.invoke::<i64>(conn),
             // -1 as for release: our first try most likely deleted it
             // (or, for Redlock, a minority master never had it).
@@ -764,7 +812,7 @@ impl RedisLock {
         // The message names the timeouts this try had.
         let options = mem::replace(&mut self.options, bounded);
         let error = if self.is_redlock() {
-            self.majority_error("release", &failures).error
+            self.majority_error("release", &failures, None).error
         } else {
             self.error(0, "release", &failures[0].1)
         };
@@ -773,6 +821,13 @@ impl RedisLock {
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
+        self.delete_if_ours_within(token, None)
+    }
+
+    /// [`RedisLock::delete_if_ours`] for a hold still `valid` that long:
+    /// Redlock waits for no master past that (a key that expired needs
+    /// no delete), but at least [`RELEASE_MIN_WAIT`].
+    fn delete_if_ours_within(&mut self, token: &str, valid: Option<Duration>) -> Result<bool> {
         let mut invocation = scripts().release.prepare_invoke();
         invocation.key(&self.key).arg(token).arg(&self.channel);
         let redlock = self.is_redlock();
@@ -782,6 +837,7 @@ impl RedisLock {
         // reason to report a held lock as not held.
         self.everywhere(
             "release",
+            valid.map(release_deadline),
             &|conn| invocation.invoke::<i64>(conn),
             |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
         )
@@ -790,9 +846,12 @@ impl RedisLock {
     /// Runs a token-checked yes/no script on the server, or on every
     /// Redlock master: `Ok(true)` when it (a majority) said yes,
     /// `Ok(false)` when it (so many that no majority is left) said no.
+    /// Redlock: no master is awaited past `deadline` (see
+    /// [`redlock::on_all`](super::redlock::on_all)).
     pub(super) fn everywhere(
         &mut self,
         op: &str,
+        deadline: Option<Instant>,
         command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
         yes: impl Fn(i64, bool) -> bool,
     ) -> Result<bool> {
@@ -800,11 +859,12 @@ impl RedisLock {
             let (reply, retried) = self.run(op, false, command)?;
             return Ok(yes(reply, retried));
         }
-        let results = on_all(&mut self.nodes, &self.options, command);
+        let budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let results = on_all(&mut self.nodes, &self.options, deadline, command);
         match verdict(results, yes) {
             Verdict::Yes => Ok(true),
             Verdict::No => Ok(false),
-            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures).error),
+            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures, budget).error),
         }
     }
 
@@ -962,12 +1022,23 @@ impl RedisLock {
     }
 
     pub(super) fn error(&self, node: usize, op: &str, failure: &Failure) -> Error {
+        self.error_with(node, op, failure, &self.options)
+    }
+
+    /// [`RedisLock::error`] for a call that was given the timeouts of `given`.
+    pub(super) fn error_with(
+        &self,
+        node: usize,
+        op: &str,
+        failure: &Failure,
+        given: &RedisOptions,
+    ) -> Error {
         let addr = self.nodes[node].server.client.get_connection_info().addr();
         let key = shorten(&self.key);
         let message = match failure {
             Failure::Connect(err) if err.is_timeout() => format!(
                 "cannot connect to Redis at {addr} to {op} key '{key}': no answer within {} ms",
-                self.options.connect_timeout.as_millis()
+                given.connect_timeout.as_millis()
             ),
             Failure::Connect(err) => format!(
                 "cannot connect to Redis at {addr} to {op} key '{key}': {}",
@@ -975,7 +1046,7 @@ impl RedisLock {
             ),
             Failure::Command(err) if err.is_timeout() => format!(
                 "Redis at {addr} gave no answer within {} ms to {op} key '{key}'",
-                self.options.read_timeout.as_millis()
+                given.read_timeout.as_millis()
             ),
             Failure::Command(err) if err.kind() == ErrorKind::Io => format!(
                 "lost the connection to Redis at {addr} while trying to {op} key '{key}': {}",
@@ -1008,6 +1079,16 @@ impl Drop for RedisLock {
 }
 
 /// A number in [0, 1) that differs between processes and calls.
+/// The least a Redlock release waits for the masters, however little of
+/// the hold's validity is left: enough for live masters to answer on a
+/// busy machine.
+const RELEASE_MIN_WAIT: Duration = Duration::from_millis(50);
+
+/// When a Redlock release of a hold still valid for `valid` stops waiting.
+fn release_deadline(valid: Duration) -> Instant {
+    Instant::now() + valid.max(RELEASE_MIN_WAIT)
+}
+
 fn jitter() -> f64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -121,12 +121,25 @@
 //!   did not answer keeps our key until its TTL. A majority busy: `Ok(false)`
 //!   (waiters retry after a random part of the poll interval, so two
 //!   waiters that split the votes do not retry in step); fewer answering
-//!   masters than a majority: the error, naming each master's failure.
+//!   masters than a majority: the error, naming each master's failure. The
+//!   masters are given half the validity to answer (a hold won against a
+//!   stalled minority keeps the other half); a majority that granted too
+//!   late is the error too, never "busy": nobody else holds the key.
 //! - renew, confirm, release, end of a once-per window: yes when a majority
 //!   said yes; no (lost) when so many said no that no majority is left;
-//!   otherwise the error. A release (or window end) counts "no key" on a
+//!   otherwise the error. No master is awaited past a share of the validity
+//!   (a renewal: half of what is left of the hold; a release: what is left,
+//!   at least 50 ms), so a stalled minority cannot make the majority's yes
+//!   arrive after the hold ran out; a yes that arrives after it ran out
+//!   does not revive it (`HoldState::extend`). A release (or window end) counts "no key" on a
 //!   master as yes: a minority that never had or lost the key does not make
 //!   a held lock "not held".
+//! - No server counts twice: [`RedisLock::on_masters`] refuses a list of one
+//!   and one whose DSNs name a server twice (`Node::server_identity`:
+//!   loopback and IPv4-mapped spellings are one, the database is not part
+//!   of it); until every master has answered once, each attempt first asks
+//!   `INFO server`, and two masters with one `run_id` make it give its
+//!   grants back and fail with [`Error::Lock`](crate::error::Error::Lock).
 //! - Waiters subscribe to the first master's channel and poll the others.
 //! - No fencing number (`fencing_token()` is `None`): no number made from
 //!   independent counters is strictly increasing when a master restarts

@@ -36,21 +36,39 @@ impl HoldState {
             stopping: Mutex::new(false),
             stop_signal: Condvar::new(),
         };
-        state.extend(acquired_at, ttl);
+        state.store_expiry(acquired_at, ttl);
         state
     }
 
-    /// Records a confirmed expiry. `sent` is when the command left, so the
-    /// server's expiry (counted from when it arrived) is never earlier.
-    pub(super) fn extend(&self, sent: Instant, ttl: Duration) {
+    fn store_expiry(&self, sent: Instant, ttl: Duration) {
         let after = sent.saturating_duration_since(self.acquired_at) + ttl;
         let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
         self.expires_after_ns.store(nanos, Ordering::Release);
     }
 
+    /// Records a confirmed expiry. `sent` is when the command left, so the
+    /// server's expiry (counted from when it arrived) is never earlier.
+    /// A hold whose validity ran out before the confirmation came is not
+    /// revived (`false`, and it is lost): `is_held()` said false meanwhile,
+    /// and a lock that was not held must not be held again without an
+    /// acquire.
+    pub(super) fn extend(&self, sent: Instant, ttl: Duration) -> bool {
+        if !self.is_valid() {
+            self.lost.store(true, Ordering::Release);
+            return false;
+        }
+        self.store_expiry(sent, ttl);
+        true
+    }
+
     pub(super) fn is_valid(&self) -> bool {
+        !self.lost.load(Ordering::Acquire) && !self.remaining().is_zero()
+    }
+
+    /// How long the hold is valid from now, as far as we know.
+    pub(super) fn remaining(&self) -> Duration {
         let expires_after = Duration::from_nanos(self.expires_after_ns.load(Ordering::Acquire));
-        !self.lost.load(Ordering::Acquire) && self.acquired_at.elapsed() < expires_after
+        expires_after.saturating_sub(self.acquired_at.elapsed())
     }
 
     pub(super) fn signal_stop(&self) {
@@ -80,6 +98,8 @@ pub(super) struct Renewal {
     pub(super) nodes: Vec<Node>,
     pub(super) options: RedisOptions,
     pub(super) invocation: ScriptInvocation<'static>,
+    /// The token-checked delete, for a renewal that came back too late.
+    pub(super) release: ScriptInvocation<'static>,
     /// How long a renewal counts as valid from when it was sent.
     pub(super) valid_for: Duration,
     /// Sentinel: renew on the master the sentinels name now.
@@ -109,15 +129,26 @@ impl Renewal {
                     }),
                 ]
             } else {
-                on_all(&mut self.nodes, &self.options, &|conn| {
+                // Redlock: half of what is left of the validity, so that a
+                // stalled minority cannot keep the answer of the majority
+                // from arriving before the hold runs out.
+                let deadline = (self.nodes.len() > 1).then(|| sent + state.remaining() / 2);
+                on_all(&mut self.nodes, &self.options, deadline, &|conn| {
                     invocation.invoke::<i64>(conn)
                 })
             };
             match verdict(results, |reply, _| reply == 1) {
-                Verdict::Yes => {
-                    state.extend(sent, self.valid_for);
-                    next = sent + period;
+                Verdict::Yes if !state.extend(sent, self.valid_for) => {
+                    // Too late: the hold ran out while the renewal was on
+                    // its way. Give the key back rather than leave it for
+                    // a whole TTL to nobody (best effort).
+                    let release = &self.release;
+                    let _ = on_all(&mut self.nodes, &self.options, None, &|conn| {
+                        release.invoke::<i64>(conn)
+                    });
+                    return;
                 }
+                Verdict::Yes => next = sent + period,
                 Verdict::No => {
                     state.lost.store(true, Ordering::Release);
                     return;
