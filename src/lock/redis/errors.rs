@@ -7,6 +7,9 @@ use std::sync::Arc;
 /// Replies that say the lock cannot work with this key or server, as
 /// opposed to the server being unreachable or refusing us.
 pub(super) fn makes_lock_unusable(err: &RedisError) -> bool {
+    if let Some((code, _)) = script_call_error(err) {
+        return code == "WRONGTYPE";
+    }
     matches!(
         err.kind(),
         ErrorKind::Server(
@@ -48,7 +51,7 @@ impl Failure {
         };
         err.kind() == ErrorKind::Io
             || matches!(
-                err.code(),
+                script_call_error(err).map_or(err.code(), |(code, _)| Some(code)),
                 Some("LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN")
             )
     }
@@ -66,6 +69,25 @@ impl From<Failed> for Error {
     fn from(failed: Failed) -> Self {
         failed.error
     }
+}
+
+/// Redis before 7 wraps an error that a command inside a script got:
+/// "ERR Error running script (call to f_…): @user_script:1: -OOM command
+/// not allowed …". Returns that command's code and text, so they are said
+/// and classified as Redis 7 and later report them.
+fn script_call_error(err: &RedisError) -> Option<(&str, &str)> {
+    if err.code() != Some("ERR") {
+        return None;
+    }
+    let detail = err.detail()?;
+    if !detail.starts_with("Error running script") {
+        return None;
+    }
+    let (_, inner) = detail.split_once(": -")?;
+    let inner = inner.trim();
+    let (code, text) = inner.split_once(' ').unwrap_or((inner, ""));
+    let is_code = !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase());
+    is_code.then_some((code, text.trim()))
 }
 
 pub(super) fn io_error(err: &RedisError) -> Option<&std::io::Error> {
@@ -101,7 +123,10 @@ pub(super) fn describe_failure(err: &RedisError) -> String {
     if let Some(io) = io_error(err) {
         return plain_io(io);
     }
-    let detail = err.detail().unwrap_or_default().trim();
+    let (code, detail) = match script_call_error(err) {
+        Some((code, text)) => (Some(code), text),
+        None => (err.code(), err.detail().unwrap_or_default().trim()),
+    };
     let with_detail = |words: &str| {
         if detail.is_empty() {
             words.to_owned()
@@ -109,7 +134,7 @@ pub(super) fn describe_failure(err: &RedisError) -> String {
             format!("{words} ({detail})")
         }
     };
-    match (err.kind(), err.code()) {
+    match (err.kind(), code) {
         (_, Some("OOM")) => "out of memory (maxmemory reached)".to_owned(),
         (_, Some("NOPERM")) => with_detail("permission denied by ACL"),
         (_, Some("READONLY")) => "it is a read-only replica".to_owned(),
@@ -139,5 +164,41 @@ pub(super) fn describe_failure(err: &RedisError) -> String {
                 None => text,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(reply: &[u8]) -> RedisError {
+        redis::parse_redis_value(reply)
+            .unwrap()
+            .extract_error()
+            .unwrap_err()
+    }
+
+    #[test]
+    fn an_error_inside_a_script_on_redis_6_reads_as_on_redis_7() {
+        let wrapped = server_error(
+            b"-ERR Error running script (call to f_0123): @user_script:1: -OOM command not allowed when used memory > 'maxmemory'. \r\n",
+        );
+        let plain = server_error(b"-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+        assert_eq!(
+            describe_failure(&wrapped),
+            "out of memory (maxmemory reached)"
+        );
+        assert_eq!(describe_failure(&wrapped), describe_failure(&plain));
+        assert_eq!(makes_lock_unusable(&wrapped), makes_lock_unusable(&plain));
+        assert!(!makes_lock_unusable(&wrapped));
+    }
+
+    #[test]
+    fn a_script_s_own_error_stays_what_it_was() {
+        let own = server_error(
+            b"-ERR Error running script (call to f_0123): @user_script:1: Script attempted to access nonexistent global variable 'x'\r\n",
+        );
+        assert!(script_call_error(&own).is_none());
+        assert!(makes_lock_unusable(&own));
     }
 }
