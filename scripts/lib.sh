@@ -68,6 +68,8 @@ ensure_deps() {
     # cronlock/polyfill's Redis clients: phpredis, and predis for the run without it
     pkg_installed "php$PHP_VER-redis" || missing+=("php$PHP_VER-redis")
     pkg_installed php-predis || missing+=(php-predis)
+    # opcache (php-tests/OpcacheTest.php, torture fpm): how production runs PHP
+    pkg_installed "php$PHP_VER-opcache" || missing+=("php$PHP_VER-opcache")
     # pcntl (built into Debian's php-cli) and posix (php-common)
     if command -v php >/dev/null 2>&1; then
         php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \

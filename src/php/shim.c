@@ -67,6 +67,8 @@ void cronlock_each_object(void (*visit)(zend_object *object))
 
 static void (*post_startup_fn)(void);
 static zend_result (*previous_post_startup)(void);
+/* true while post_startup_fn runs from the hook, i.e. during startup */
+static bool in_post_startup;
 
 /* zend_post_startup_cb runs once after every module's MINIT (our classes are
  * registered by then) and, under ZTS, before the function and class tables
@@ -74,7 +76,9 @@ static zend_result (*previous_post_startup)(void);
 static zend_result cronlock_post_startup(void)
 {
 	if (post_startup_fn != NULL) {
+		in_post_startup = true;
 		post_startup_fn();
+		in_post_startup = false;
 	}
 	return previous_post_startup != NULL ? previous_post_startup() : SUCCESS;
 }
@@ -128,9 +132,23 @@ bool cronlock_arg_set_class(zend_function *func, int32_t index, const char *clas
 	if (info == NULL) {
 		return false;
 	}
-	/* persistent, not interned: after startup (a php-fpm pool's
-	 * php_admin_value[extension]), interned strings die with the request */
-	zend_string *name = zend_string_init(class_name, strlen(class_name), 1);
+	zend_string *name;
+	if (in_post_startup) {
+		/* What zend_register_functions() does for internal arginfo: a
+		 * permanent interned string. opcache's post-startup hook, which
+		 * runs ours first, then copies every arginfo class name into
+		 * shared memory and releases the original; PHP 8.2's copy does not
+		 * store the new pointer back (accel_copy_permanent_list_types
+		 * takes the type by value), so a refcounted original would be
+		 * freed while the arginfo still points at it, and shutdown would
+		 * release it again. A release of an interned string is a no-op. */
+		name = zend_string_init_interned(class_name, strlen(class_name), 1);
+	} else {
+		/* After startup (a php-fpm pool's php_admin_value[extension]),
+		 * interned strings die with the request, and opcache no longer
+		 * walks the function tables: persistent, released at shutdown. */
+		name = zend_string_init(class_name, strlen(class_name), 1);
+	}
 	info->type = (zend_type) ZEND_TYPE_INIT_CLASS(name, or_null, scalar_mask(or_string, false, false));
 	/* "" keeps a required argument required (a "" default crashes Reflection) */
 	if (index >= 0 && default_value[0] != '\0') {
