@@ -25,8 +25,14 @@
  * `new CronLock\File(42)`, `cron_guard($job, 42)` for the lock named "42"),
  * a leading-numeric or non-numeric string follows the version's warning or
  * TypeError, and null for a non-nullable parameter is deprecated (PHP 8.1+)
- * and taken as 0.0 or "". With declare(strict_types=1) only int-to-float
- * widens; anything else is a TypeError. Values inside an $options array are
+ * and taken as 0.0 or "". The parameters whose union type has string
+ * (Redis's string|array $dsn, Database's PDO|string $connection,
+ * cron_guard()'s $lock) take an int, float, bool or Stringable object as its
+ * string, as PHP does for string|array. An `array $options` is an array or
+ * a TypeError, null included, in both modes. With declare(strict_types=1)
+ * only int-to-float widens; anything else is a TypeError, with PHP's message
+ * ("cron_guard(): Argument #3 ($options) must be of type array, null
+ * given"). Values inside an $options array are
  * not parameters: each must have its documented type in both modes (an int
  * is accepted where a float is documented).
  *

@@ -141,8 +141,11 @@ ext_php_rs::zend_fastcall! {
         ex: *mut ext_php_rs::ffi::zend_execute_data,
         _retval: *mut ext_php_rs::ffi::zval,
     ) {
-        // SAFETY: the engine passes the frame of this method call, whose
-        // `This` is the object being unserialized.
+        // SAFETY: the engine passes the frame of this method call.
+        if unsafe { shim::parse_unserialize_args(ex) }.is_err() {
+            return; // the engine's ArgumentCountError or TypeError
+        }
+        // SAFETY: as above; its `This` is the object being unserialized.
         let class = unsafe { ex.as_ref() }
             .and_then(|ex| ex.This.object())
             .and_then(|object| object.get_class_name().ok())

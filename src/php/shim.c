@@ -240,26 +240,75 @@ bool cronlock_parse_str(zval *arg, zend_string **dest, bool allow_null)
 	return false;
 }
 
-/* Weak mode's coercion of an int, float or bool to string, for a parameter
- * whose union type has string (cron_guard()'s Lock|string|null). NULL in
- * strict mode and for other types. The caller releases the string. */
-zend_string *cronlock_coerce_scalar_to_string(const zval *arg)
+/* `array $x`, as Z_PARAM_ARRAY_HT: an array and nothing else, null
+ * included, in either mode. */
+bool cronlock_parse_array(zval *arg)
 {
-	if (ZEND_ARG_USES_STRICT_TYPES()) {
-		return NULL;
+	if (Z_TYPE_P(arg) == IS_ARRAY) {
+		return true;
 	}
-	switch (Z_TYPE_P(arg)) {
-		case IS_LONG:
-		case IS_DOUBLE:
-		case IS_TRUE:
-		case IS_FALSE:
-			return zval_get_string_func((zval *) arg);
-		default:
-			return NULL;
+	if (!EG(exception)) {
+		zend_wrong_parameter_type_error(arg_num_of(arg), Z_EXPECTED_ARRAY, arg);
 	}
+	return false;
 }
 
-void cronlock_string_release(zend_string *string) { zend_string_release(string); }
+/* `array|string $x`, as Z_PARAM_ARRAY_HT_OR_STR: 2 for an array, 1 for a
+ * string (*str, coerced in place in weak mode: int, float, bool, Stringable;
+ * null deprecated, then ""), 0 when an exception is pending. */
+int cronlock_parse_array_or_str(zval *arg, zend_string **str)
+{
+	uint32_t num = arg_num_of(arg);
+	if (Z_TYPE_P(arg) == IS_ARRAY) {
+		return 2;
+	}
+	if (zend_parse_arg_str(arg, str, false, num)) {
+		return 1;
+	}
+	if (!EG(exception)) {
+		zend_wrong_parameter_type_error(num, Z_EXPECTED_ARRAY_OR_STRING, arg);
+	}
+	return 0;
+}
+
+/* `Class|string $x` (allow_null: `Class|string|null`), as
+ * Z_PARAM_OBJ_OF_CLASS_OR_STR(_OR_NULL): 3 for an object of the class (or
+ * interface), 1 for a string (*str, coerced in place in weak mode), 4 for an
+ * allowed null, 0 when an exception is pending. A class that is not loaded
+ * (PDO without ext/pdo) leaves only the string. */
+int cronlock_parse_class_or_str(zval *arg, const char *class_name, bool allow_null, zend_string **str)
+{
+	uint32_t num = arg_num_of(arg);
+	zend_class_entry *ce = zend_hash_str_find_ptr_lc(EG(class_table), class_name, strlen(class_name));
+	*str = NULL;
+	if (ce != NULL && Z_TYPE_P(arg) == IS_OBJECT && instanceof_function(Z_OBJCE_P(arg), ce)) {
+		return 3;
+	}
+	if (zend_parse_arg_str(arg, str, allow_null, num)) {
+		return *str != NULL ? 1 : 4;
+	}
+	if (!EG(exception)) {
+		if (allow_null) {
+			zend_wrong_parameter_class_or_string_or_null_error(num, class_name, arg);
+		} else {
+			zend_wrong_parameter_class_or_string_error(num, class_name, arg);
+		}
+	}
+	return 0;
+}
+
+/* The arguments of an `__unserialize(array $data)` call, as its zpp would
+ * check them: false with the engine's ArgumentCountError or TypeError
+ * pending. */
+bool cronlock_parse_unserialize_args(zend_execute_data *execute_data)
+{
+	HashTable *data;
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_ARRAY_HT(data)
+	ZEND_PARSE_PARAMETERS_END_EX(return false);
+	(void) data;
+	return true;
+}
 
 /* A callable argument, as Z_PARAM_FUNC checks it: on failure the engine's
  * "must be a valid callback, …" TypeError. */
