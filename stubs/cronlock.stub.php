@@ -502,7 +502,10 @@ namespace CronLock {
     /** Handed to the job by cron_guard(). */
     final class Guard
     {
-        /** Guards are made by cron_guard() only: constructing one throws. */
+        /**
+         * Guards are made by cron_guard() only.
+         * @throws \Error always: "Cannot directly construct CronLock\Guard, call cron_guard() instead"
+         */
         public function __construct() {}
 
         /** The lock the job runs under. */

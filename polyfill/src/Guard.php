@@ -15,7 +15,7 @@ final class Guard implements \Serializable
     /** Guards are made by cron_guard() only: constructing one throws. */
     public function __construct()
     {
-        throw new \Error('CronLock\Guard objects are made by cron_guard() only');
+        throw new \Error('Cannot directly construct CronLock\Guard, call cron_guard() instead');
     }
 
     /** The lock the job runs under. */
