@@ -9,6 +9,7 @@
 
 declare(strict_types=1);
 
+require __DIR__ . '/../php-tests/Support/RedisHarness.php';
 require __DIR__ . '/../php-tests/Support/RedisServer.php';
 require __DIR__ . '/../php-tests/Support/RedisTopology.php';
 

@@ -18,9 +18,7 @@ use PHPUnit\Framework\TestCase;
 /**
  * cron_guard(..., ['once_per' => P]): at most one run per window of P seconds
  * aligned to the Unix epoch (on the Redis server's clock), across hosts.
- *
- * @group extension-only
- * cronlock/polyfill has no 'once_per' (the extension's window scripts).
+ * Both implementations: the polyfill runs the extension's window scripts.
  */
 final class CronGuardOncePerTest extends TestCase
 {

@@ -450,6 +450,26 @@ final class CronGuardSafetyTest extends TestCase
             $fiber->start();
             echo "END OF SCRIPT: ", $lock->isHeld() ? 'HELD' : 'FREE', "\n";
             PHP, "END OF SCRIPT: HELD\nRELEASED\n", 0];
+        // PHP unwinds a suspended Fiber that is destroyed: the guard ends there.
+        yield 'a Fiber destroyed while suspended in a guard frees its lock at once' => [<<<'PHP'
+            $fiber = new Fiber(function () { cron_guard(function () { Fiber::suspend(); echo "RESUMED\n"; }, 'a'); });
+            $fiber->start();
+            echo "SUSPENDED: a ", lock_is_free('a') ? 'FREE' : 'HELD', "\n";
+            unset($fiber);
+            echo "DESTROYED: a ", lock_is_free('a') ? 'FREE' : 'HELD', "\n";
+            PHP, "SUSPENDED: a HELD\nDESTROYED: a FREE\n", 0];
+        yield 'a destroyed Fiber leaves the hold another Fiber shares on that lock object' => [<<<'PHP'
+            $lock = new \CronLock\File(getenv("CRONLOCK_LOCK_DIR") . "/a.lock");
+            $job = function () { Fiber::suspend(); };
+            $first = new Fiber(function () use ($lock, $job) { cron_guard($job, $lock); });
+            $second = new Fiber(function () use ($lock, $job) { cron_guard($job, $lock); echo "SECOND DONE\n"; });
+            $first->start();
+            $second->start();
+            unset($first);
+            echo "FIRST DESTROYED: ", $lock->isHeld() ? 'HELD' : 'FREE', "\n";
+            $second->resume();
+            echo "SECOND ENDED: ", $lock->isHeld() ? 'HELD' : 'FREE', "\n";
+            PHP, "FIRST DESTROYED: HELD\nSECOND DONE\nSECOND ENDED: FREE\n", 0];
     }
 
     /** @dataProvider fiberScenarios */

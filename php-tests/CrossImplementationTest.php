@@ -6,6 +6,7 @@ namespace CronLock\Tests;
 
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
+use CronLock\Tests\Support\RedisServer;
 use CronLock\Tests\Support\RedisTestHelpers;
 use PHPUnit\Framework\TestCase;
 
@@ -145,5 +146,130 @@ final class CrossImplementationTest extends TestCase
         self::assertSame(0, $holder->wait());
         $free = Proc::run($probe, [], $this->envs[$waiterImpl]);
         self::assertSame("file=true redis=true holder=NULL\n", $free->stdout(), $free->stderr());
+    }
+
+    /**
+     * The same refusals in the same words: each case's exception (class and
+     * message) or busy line, printed by an extension process and by
+     * polyfill processes (phpredis, and predis where it is installed). What
+     * userland cannot match is in the README and not here: Database, Redlock,
+     * sentinel and cluster DSNs (the polyfill refuses them).
+     */
+    public function testBothRefuseInTheSameWords(): void
+    {
+        $dir = $this->makeTempDir('cross-words');
+        $secured = RedisServer::start(['requirepass' => 'RightPW']);
+        try {
+            mkdir("$dir/dir.lock");
+            symlink("$dir/absent", "$dir/link.lock");
+            symlink("$dir/dir.lock", "$dir/dirlink.lock");
+            posix_mkfifo("$dir/fifo.lock", 0600);
+            file_put_contents("$dir/plain", '');
+            mkdir("$dir/shared", 0777);
+            chmod("$dir/shared", 0777);
+            touch("$dir/shared/theirs.lock");
+            $root = posix_geteuid() === 0 && chown("$dir/shared/theirs.lock", 65534);
+            self::raw('SET', 'cross-words-other', 'abcdef0123456789abcdef0123456789:4242@otherhost', 'PX', '60000');
+            self::raw('SET', 'cross-words-foreign', 'not a cronlock token', 'PX', '60000');
+            self::raw('DEL', 'cross-words-list');
+            self::raw('RPUSH', 'cross-words-list', 'x');
+
+            $code = sprintf(<<<'PHP'
+                [$dir, $dsn, $port, $secured] = [%s, %s, %d, %d];
+                $log = "$dir/log." . getmypid();
+                ini_set('error_log', $log);
+                $busy = function ($lock) use ($log) {
+                    @unlink($log);
+                    $ran = cron_guard(fn () => 'ran', $lock);
+                    return ($ran ?? 'skipped') . ': ' . preg_replace('/^\[[^\]]*\] /', '', trim((string) @file_get_contents($log)));
+                };
+                $cases = [
+                    'wrong password' => fn () => (new CronLock\Redis("redis://:WrongPW@127.0.0.1:$secured", 'k', 5.0))->acquire(),
+                    'wrong user' => fn () => (new CronLock\Redis("redis://bob:WrongPW@127.0.0.1:$secured", 'k', 5.0))->acquire(),
+                    'no password' => fn () => (new CronLock\Redis("redis://127.0.0.1:$secured", 'k', 5.0))->acquire(),
+                    'db out of range' => fn () => (new CronLock\Redis("redis://:RightPW@127.0.0.1:$secured/99", 'k', 5.0))->acquire(),
+                    'refused' => fn () => (new CronLock\Redis("redis://127.0.0.1:1", 'k', 5.0))->acquire(),
+                    'no socket' => fn () => (new CronLock\Redis("unix://$dir/absent.sock", 'k', 5.0))->acquire(),
+                    'not a string' => fn () => (new CronLock\Redis($dsn, 'cross-words-list', 5.0))->acquire(),
+                    'new Guard' => fn () => new CronLock\Guard(),
+                    'symlink' => fn () => (new CronLock\File("$dir/link.lock"))->acquire(),
+                    'symlink to a directory' => fn () => (new CronLock\File("$dir/dirlink.lock"))->acquire(),
+                    'directory' => fn () => (new CronLock\File("$dir/dir.lock"))->acquire(),
+                    'FIFO' => fn () => (new CronLock\File("$dir/fifo.lock"))->acquire(),
+                    'under a file' => fn () => (new CronLock\File("$dir/plain/x.lock"))->acquire(),
+                    'missing directory' => fn () => (new CronLock\File("$dir/absent/x.lock"))->acquire(),
+                    'holderPid of a directory' => fn () => (new CronLock\File("$dir/dir.lock"))->holderPid(),
+                    'lock dir is a file' => function () use ($dir) {
+                        putenv("CRONLOCK_LOCK_DIR=$dir/plain");
+                        ini_set('cronlock.lock_dir', "$dir/plain");
+                        return cron_guard(fn () => 'ran', 'job');
+                    },
+                    'busy, cronlock holder' => fn () => $busy(new CronLock\Redis($dsn, 'cross-words-other', 5.0)),
+                    'busy, foreign value' => fn () => $busy(new CronLock\Redis($dsn, 'cross-words-foreign', 5.0)),
+                    'once_per on a File' => fn () => cron_guard(fn () => 'ran', new CronLock\File("$dir/ok.lock"), ['once_per' => 60]),
+                    'once_per zero' => fn () => cron_guard(fn () => 'ran', new CronLock\Redis($dsn, 'k', 5.0), ['once_per' => 0]),
+                    'serialize' => fn () => serialize(new CronLock\File("$dir/ok.lock")),
+                ];
+                if (%s) {
+                    $cases['foreign file in a shared directory'] = fn () => (new CronLock\File("$dir/shared/theirs.lock"))->acquire();
+                }
+                foreach (['http://h', 'redis://', 'redis:///0', 'redis://h:abc', 'redis://h:99999', 'redis://[::1',
+                    'redis://h/abc', 'redis://h/0/1', 'redis://h/-1', 'unix://', 'unix://relative', 'rediss://h#bogus', '',
+                    'redis://:pw@', 'redis://a b', 'valkey://h:1', 'valkeys://h:1', 'redis+unix://', 'redis://h:0'] as $bad) {
+                    $cases["DSN '$bad'"] = fn () => new CronLock\Redis($bad, 'k');
+                }
+                foreach ($cases as $name => $case) {
+                    try {
+                        echo "$name => ", json_encode($case()), "\n";
+                    } catch (\Throwable $e) {
+                        echo "$name => ", get_class($e), ': ', $e->getMessage(), "\n";
+                    }
+                }
+                PHP, var_export($dir, true), var_export(self::$server->dsn(), true), self::$server->port(), $secured->port(), var_export($root, true));
+
+            $said = [];
+            foreach ($this->envs + $this->predisEnv() as $impl => $env) {
+                $p = Proc::run($code, [], $env);
+                self::assertSame(0, $p->exitCode(), "$impl: " . $p->stdout() . $p->stderr());
+                $said[$impl] = $p->stdout();
+            }
+            $extension = $said['extension'];
+            foreach ([
+                "symlink => CronLock\\LockException: cannot open lock file $dir/link.lock: Too many levels of symbolic links",
+                "directory => CronLock\\LockException: cannot open lock file $dir/dir.lock: Is a directory",
+                "under a file => CronLock\\LockException: cannot open lock file $dir/plain/x.lock: Not a directory",
+                'new Guard => Error: Cannot directly construct CronLock\Guard, call cron_guard() instead',
+                'wrong password => CronLock\ConnectionException: cannot connect to Redis at 127.0.0.1:' . $secured->port() . " to acquire key 'k': wrong user name or password (or the user is disabled)",
+                "busy, cronlock holder => \"skipped: cron_guard: lock redis key 'cross-words-other' at 127.0.0.1:" . self::$server->port() . ' is held by pid 4242 on otherhost; skipping this run"',
+            ] as $line) {
+                self::assertStringContainsString($line, $extension, 'the extension says so');
+            }
+            foreach ($said as $impl => $output) {
+                self::assertSame($extension, $output, "$impl says it as the extension does");
+            }
+        } finally {
+            $secured->stop();
+            self::raw('DEL', 'cross-words-other', 'cross-words-foreign', 'cross-words-list');
+        }
+    }
+
+    /** @return array<string, array<string, string|false>> the polyfill through predis on a PHP without phpredis, where predis is installed */
+    private function predisEnv(): array
+    {
+        $autoloader = '/usr/share/php/Predis/Autoloader.php';
+        $scanned = php_ini_scanned_files();
+        if (!is_file($autoloader) || $scanned === false) {
+            return [];
+        }
+        $dir = $this->makeTempDir('ini-predis');
+        foreach (array_map('trim', explode(',', $scanned)) as $ini) {
+            if ($ini !== '' && !str_contains(basename($ini), 'redis') && !str_contains(basename($ini), 'cronlock')) {
+                copy($ini, "$dir/" . basename($ini));
+            }
+        }
+        file_put_contents("$dir/prepend.php", '<?php require_once ' . var_export($autoloader, true) . "; Predis\\Autoloader::register();\n"
+            . 'require_once ' . var_export(dirname(__DIR__) . '/polyfill/bootstrap.php', true) . ";\n");
+        file_put_contents("$dir/zz-cronlock-polyfill.ini", "auto_prepend_file=$dir/prepend.php\n");
+        return ['polyfill through predis' => ['PHP_INI_SCAN_DIR' => $dir, 'CRONLOCK_EXT' => false]];
     }
 }

@@ -195,10 +195,18 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertTrue($lock->release());
     }
 
-    public function testAProgramTheHolderStartedDoesNotKeepTheUsersSessionAfterTheHolderIsKilled(): void
+    /** @return iterable<string, array{bool}> */
+    public static function transports(): iterable
+    {
+        yield 'TCP' => [false];
+        yield "the server's Unix socket" => [true];
+    }
+
+    /** @dataProvider transports */
+    public function testAProgramTheHolderStartedDoesNotKeepTheUsersSessionAfterTheHolderIsKilled(bool $unixSocket): void
     {
         $name = self::name('exec');
-        $code = '$pdo = ' . self::pdoCode() . '; $lock = new \CronLock\Database($pdo, ' . var_export($name, true) . ");\n" . <<<'PHP'
+        $code = '$pdo = ' . ($unixSocket ? self::socketPdoCode() : self::pdoCode()) . '; $lock = new \CronLock\Database($pdo, ' . var_export($name, true) . ");\n" . <<<'PHP'
             if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
             $sp = proc_open(['sleep', '30'], [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pp);
             echo "SLEEP ", proc_get_status($sp)['pid'], "\n";
@@ -362,6 +370,83 @@ abstract class DatabaseLockTestCase extends TestCase
     }
 
     /**
+     * A DSN lock waiting on a server that stops answering (frozen, or a
+     * network black hole: the connection stays open, nothing comes back)
+     * gives up with ConnectionException once the statement's answer is
+     * overdue by 10 s, and reconnects on its next acquire().
+     */
+    public function testAWaitOnAServerThatStopsAnsweringEndsWithConnectionException(): void
+    {
+        $name = self::name('frozen');
+        $holder = self::dsnLock($name);
+        self::assertTrue($holder->acquire(0));
+        $code = '$l = ' . self::dsnLockCode($name) . ";\n" . <<<'PHP'
+            var_dump($l->acquire(0)); // connected
+            echo "READY\n";
+            while (!file_exists($argv[1])) { usleep(10000); }
+            $t = microtime(true);
+            try {
+                $l->acquire(1.0);
+                echo "RETURNED without an exception\n";
+            } catch (\Throwable $e) {
+                printf("RETURNED %s: %s\n", get_class($e), $e->getMessage());
+            }
+            printf("AFTER %.3f\n", microtime(true) - $t);
+            while (!file_exists($argv[2])) { usleep(10000); }
+            printf("AGAIN %s\n", var_export($l->acquire(0), true));
+            PHP;
+        $p = Proc::start($code, [$this->dir . '/go', $this->dir . '/again']);
+        $p->waitForLine('READY', 15.0, 'stdout');
+        self::$server->freeze();
+        try {
+            touch($this->dir . '/go');
+            $line = $p->waitForLine('RETURNED', 30.0, 'stdout');
+        } finally {
+            self::$server->thaw();
+        }
+        self::assertStringContainsString('CronLock\ConnectionException: cannot acquire lock', $line);
+        self::assertStringContainsString('the server did not answer within 10 s', $line);
+        preg_match('/AFTER (\d+\.\d+)/', $p->waitForLine('AFTER', 5.0, 'stdout'), $m);
+        self::assertLessThan(25.0, (float) $m[1], 'timeout + 10 s, with a generous margin');
+        touch($this->dir . '/again');
+        self::assertSame('AGAIN false', $p->waitForLine('AGAIN', 15.0, 'stdout'), 'a new connection, and the holder still holds it');
+        self::assertSame(0, $p->wait());
+        self::assertTrue($holder->release());
+    }
+
+    /** D9 on a frozen server: a pending signal handler still ends a forever wait. */
+    public function testASignalHandlerEndsAWaitOnAServerThatStopsAnswering(): void
+    {
+        $name = self::name('frozen-signal');
+        $holder = self::dsnLock($name);
+        self::assertTrue($holder->acquire(0));
+        $code = '$l = ' . self::dsnLockCode($name) . ";\n" . <<<'PHP'
+            pcntl_async_signals(true);
+            pcntl_signal(SIGUSR1, function () { echo "HANDLER\n"; });
+            var_dump($l->acquire(0)); // connected
+            echo "READY\n";
+            while (!file_exists($argv[1])) { usleep(10000); }
+            printf("RETURNED %s\n", var_export($l->acquire(-1), true));
+            PHP;
+        $p = Proc::start($code, [$this->dir . '/go']);
+        $p->waitForLine('READY', 15.0, 'stdout');
+        self::$server->freeze();
+        try {
+            touch($this->dir . '/go');
+            usleep(300_000);
+            $p->signal(SIGUSR1);
+            // well under the 10 s after which the statement is cut anyway
+            $line = $p->waitForLine('RETURNED', 7.0, 'stdout');
+        } finally {
+            self::$server->thaw();
+        }
+        self::assertSame('RETURNED false', $line);
+        self::assertStringContainsString('HANDLER', $p->stdout());
+        self::assertSame(0, $p->wait());
+        self::assertTrue($holder->release());
+    }
+
+    /**
      * The server's idle limit (MySQL wait_timeout, PostgreSQL
      * idle_session_timeout, here 2 s) must not end a DSN lock's own session
      * while the job runs and lets it idle: no second run may get in.
@@ -435,6 +520,105 @@ abstract class DatabaseLockTestCase extends TestCase
         $p = Proc::run($code);
         self::assertStringContainsString('JOB', $p->stdout(), $p->stderr());
         self::assertStringContainsString('SHUTDOWN held=false server=NULL', $p->stdout(), 'released before shutdown functions: ' . $p->stderr());
+    }
+
+    /**
+     * A user's PDO and what leaves it unable to run the lock's statement, as a job
+     * does: PostgreSQL in an aborted transaction, MySQL with an unbuffered
+     * result set still open.
+     *
+     * @return array{0: \PDO, 1: \Closure(): void, 2: \Closure(): void, 3: string} the PDO, what breaks it, the repair, the advice expected
+     */
+    private static function pdoThatCannotRunAStatement(): array
+    {
+        if (static::databaseKind() === 'mysql') {
+            $pdo = new \PDO(self::$server->dsn(), self::$server->user(), self::$server->password(), [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION, \PDO::MYSQL_ATTR_USE_BUFFERED_QUERY => false]);
+            $open = null;
+            $break = static function () use ($pdo, &$open): void {
+                $open = $pdo->query('SELECT 1 UNION SELECT 2 UNION SELECT 3');
+                $open->fetch();
+            };
+            $repair = static function () use (&$open): void {
+                $open->closeCursor();
+                $open = null;
+            };
+            return [$pdo, $break, $repair, 'closeCursor()'];
+        }
+        $pdo = self::$server->pdo();
+        $break = static function () use ($pdo): void {
+            $pdo->beginTransaction();
+            try {
+                $pdo->query('SELECT 1/0');
+            } catch (\PDOException) {
+                // the job handles its own error and rolls back later
+            }
+        };
+        $repair = static fn () => $pdo->rollBack();
+        return [$pdo, $break, $repair, 'roll back the transaction'];
+    }
+
+    /** @return iterable<string, array{string}> */
+    public static function retries(): iterable
+    {
+        yield 'release() again' => ['release'];
+        yield 'the destructor' => ['unset'];
+        yield 'cron_guard() throws, then release()' => ['guard'];
+    }
+
+    /**
+     * A release() the user's PDO refuses leaves the server's lock held, so
+     * the object must say held too, say what to do, and free it on the
+     * next try.
+     *
+     * @dataProvider retries
+     */
+    public function testAReleaseTheUsersPdoRefusesKeepsTheLockHeldUntilARetryFreesIt(string $retry): void
+    {
+        $name = self::name('refused');
+        [$pdo, $break, $repair, $advice] = self::pdoThatCannotRunAStatement();
+        $lock = new Database($pdo, $name);
+        if ($retry === 'guard') {
+            $log = $this->logToFile($this->dir);
+            try {
+                cron_guard(static function () use ($break): void {
+                    $break();
+                }, $lock);
+                self::fail('cron_guard() throws the failed release (D8)');
+            } catch (LockException $e) {
+                $message = $e->getMessage();
+            }
+        } else {
+            self::assertTrue($lock->acquire(0));
+            $break();
+            try {
+                $lock->release();
+                self::fail('a release the server refused must throw');
+            } catch (LockException $e) {
+                $message = $e->getMessage();
+            }
+        }
+        self::assertTrue($lock->isHeld(), 'the server still holds it: the object must not say free');
+        self::assertSame(self::busyAnswer(), self::$server->client(self::tryLockSql($name)), 'held on the server');
+        self::assertStringContainsString($name, $message);
+        self::assertStringContainsString('still held', $message);
+        self::assertStringContainsString($advice, $message);
+        self::assertStringContainsString('then call release() again', $message);
+        if ($retry === 'guard') {
+            $lines = self::logLines($log);
+            self::assertCount(1, $lines);
+            self::assertStringContainsString("cron_guard: releasing lock '$name'", $lines[0]);
+            self::assertStringContainsString("failed: $message", $lines[0]);
+        }
+
+        $repair();
+        if ($retry === 'unset') {
+            unset($lock);
+        } else {
+            self::assertTrue($lock->release(), 'the retry frees it');
+            self::assertFalse($lock->isHeld());
+        }
+        self::assertSame(self::freeAnswer(), self::$server->client(self::tryLockSql($name)), 'free on the server while the PDO lives on');
+        self::assertSame('1', (string) $pdo->query('SELECT 1')->fetchColumn(), 'the PDO was left usable');
     }
 
     public function testATimedOutWaitInsideTheUsersTransactionLeavesTheTransactionUsable(): void

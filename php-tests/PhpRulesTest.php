@@ -295,4 +295,35 @@ final class PhpRulesTest extends TestCase
             self::assertSame("\$options['mode'] must be of type ?int, string given\n", $out, $mode ?: 'weak mode');
         }
     }
+
+    // ------------------------------------------------------------ ini settings
+
+    /**
+     * Every cronlock.* setting works like any PHP ini: ini_set() changes it,
+     * ini_restore() puts back the value the process started with, and the
+     * code that reads it sees that value.
+     */
+    public function testIniRestorePutsEveryCronlockSettingBack(): void
+    {
+        mkdir($this->dir . '/started', 0700);
+        mkdir($this->dir . '/changed', 0700);
+        [$code, $out, $err] = $this->runDefaults('<?php
+            $names = array_keys(ini_get_all("cronlock"));
+            echo json_encode($names), "\n";
+            foreach ($names as $name) {
+                $started = ini_get($name);
+                ini_set($name, ' . var_export($this->dir . '/changed', true) . ');
+                $changed = ini_get($name);
+                ini_restore($name);
+                printf("%s %s %s\n", $name, var_export($changed !== $started, true), var_export(ini_get($name) === $started, true));
+            }
+            ini_set("cronlock.lock_dir", ' . var_export($this->dir . '/changed', true) . ');
+            ini_restore("cronlock.lock_dir");
+            echo cron_guard(fn () => "ran", "restored"), "\n";
+        ', ['cronlock.lock_dir' => $this->dir . '/started']);
+        self::assertSame(0, $code, $out . $err);
+        self::assertSame("[\"cronlock.lock_dir\"]\ncronlock.lock_dir true true\nran\n", $out, $err);
+        self::assertFileExists($this->dir . '/started/restored.lock', 'cron_guard() uses the restored directory');
+        self::assertFileDoesNotExist($this->dir . '/changed/restored.lock');
+    }
 }

@@ -1121,6 +1121,48 @@ final class RedisLockTest extends TestCase
         self::assertSame(0, $server->command('EXISTS', $key));
     }
 
+    /**
+     * The extension's renewer is a thread of the holder, which a fork child
+     * does not have: `kill -9` of the holder stops the renewals even while a
+     * child it forked lives on (cronlock/polyfill: its helper process checks
+     * that the process that took the lock is still there).
+     */
+    public function testKillMinus9OfAnAutoRenewingHolderFreesTheKeyWhileItsForkChildLives(): void
+    {
+        $key = self::key();
+        $ttl = 1.0;
+        $code = '$lock = ' . self::lockCode(self::dsn(), $key, $ttl, ['auto_renew' => true]) . ";\n" . <<<'PHP'
+            if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
+            $pid = pcntl_fork();
+            if ($pid === -1) { echo "FORK FAILED\n"; exit(3); }
+            if ($pid === 0) {
+                fclose(STDOUT); // the test's pipes are not the child's to keep open
+                fclose(STDERR);
+                sleep(60); // outlives the test, which kills it
+                exit(0);
+            }
+            echo "HELD ", $lock->token(), " ", $pid, "\n";
+            sleep(60);
+            PHP;
+        $p = Proc::start($code);
+        $line = $p->waitForLine('HELD', 15.0, 'stdout');
+        [, $token, $childPid] = explode(' ', $line);
+        try {
+            usleep(1_500_000);
+            self::assertSame($token, self::raw('GET', $key), 'renewed past its first TTL');
+            $killedAt = microtime(true);
+            self::assertSame(137, $p->kill());
+            self::assertTrue(self::processAlive((int) $childPid), 'precondition: the fork child still lives');
+            self::waitUntil(fn () => self::raw('EXISTS', $key) === 0, 'the key expires while the fork child lives', 10.0);
+            $gone = microtime(true) - $killedAt;
+            self::note(sprintf('key gone %.3f s after kill -9 of the holder, its fork child alive (ttl %.1f s)', $gone, $ttl));
+            self::assertLessThan($ttl + 1.0, $gone, 'at most one TTL (+ margin) after kill -9');
+            self::assertTrue(self::processAlive((int) $childPid), 'the fork child lived all along');
+        } finally {
+            posix_kill((int) $childPid, SIGKILL);
+        }
+    }
+
     // ----------------------------------------------------------- contention
 
     public function testEightProcessesIncrementARedisCounterExactlyWithIncreasingFences(): void

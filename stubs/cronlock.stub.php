@@ -406,8 +406,8 @@ namespace CronLock {
      *
      * Fork: a DSN lock's own connection is detached in a pcntl_fork() child (the child
      * can neither release nor end the parent's session; its objects open connections of
-     * their own) and is close-on-exec (so is the PDO given, over TCP: a program the job
-     * starts never keeps the session alive). With the PDO given, release() and destruction of
+     * their own) and is close-on-exec (so is the PDO given, from its first acquire(), over
+     * TCP or the server's Unix socket: a program the job starts never keeps the session alive). With the PDO given, release() and destruction of
      * the lock in the child send nothing, but the child's copy of that PDO closes the
      * shared connection when the child ends normally: give a cron job a DSN.
      */
@@ -441,10 +441,17 @@ namespace CronLock {
          * object holds it asks the server whether this session still holds it: false (and
          * not held any more) when the session was lost; it never takes a new hold in that call.
          *
+         * A connection of the lock's own (a DSN) is closed when a statement on it is still
+         * unanswered 10 s after the server-side wait it asked for (a frozen server, a network
+         * black hole; on Linux; elsewhere MySQL's 12 s read timeout bounds it), so a wait
+         * ends within $timeout plus about 10 s, and a pending signal handler ends it at once;
+         * the next acquire() opens a new connection. A PDO given is never cut.
+         *
          * @param float $timeout 0: try once; > 0: wait up to that many seconds; < 0: wait until acquired.
          * @return bool true: held now; false: held by another session (or the wait was cut short).
          * @throws ConnectionException when the server cannot be reached, refuses the login,
-         *         or the connection is lost while trying.
+         *         or the connection is lost while trying, or the server did not answer in time
+         *         ("the server did not answer within 10 s, so the connection was closed").
          * @throws LockException when another CronLock\Database object of this thread holds
          *         it and $timeout != 0, or the server refuses (deadlock, permissions).
          */
@@ -456,7 +463,8 @@ namespace CronLock {
          *
          * @param float|null $ttl ignored: the lock lives as long as the session.
          * @return bool false when it is not held (never acquired, released, or the session was
-         *         killed or the server restarted: then isHeld() turns false too).
+         *         killed, the server restarted, or a DSN lock closed its connection to a server
+         *         that did not answer for 10 s: then isHeld() turns false too).
          * @throws LockException|ConnectionException for a failure that says nothing about the session.
          */
         public function renew(?float $ttl = null): bool {}
@@ -464,8 +472,13 @@ namespace CronLock {
         /**
          * @return bool true: we held it and released it; false: not held (never acquired,
          *         released already, lost with its session, or in a fork child, which sends nothing).
-         * @throws LockException|ConnectionException when the server refuses; the lock is not
-         *         held afterwards (a connection of the lock's own is closed, which frees it).
+         * @throws LockException|ConnectionException when the server refuses. A connection of
+         *         the lock's own is then closed, which frees the lock: not held afterwards. On
+         *         the PDO given the server keeps the lock (a transaction the job left aborted,
+         *         an unbuffered result set still open), so isHeld() stays true and the
+         *         LockException says what to do first ("roll back the transaction
+         *         ($pdo->rollBack()), then call release() again"); the next release(), the
+         *         destructor and the request's end try again, and closing the PDO frees it.
          */
         public function release(): bool {}
 

@@ -12,6 +12,7 @@ namespace CronLock\Tests\Support;
  *   $db->dsn(); $db->user(); $db->password(); $db->pdo();
  *   $db->client('SELECT 1');                // plain mysql / psql, by hand
  *   $db->restart(); $db->stop();
+ *   $db->freeze(); $db->thaw();             // SIGSTOP / SIGCONT, backends too
  *
  * Each server lives in its own temp dir (under $CRONLOCK_TEST_TMP when set),
  * listens only on 127.0.0.1 and a socket in that dir, and is stopped by pid
@@ -175,6 +176,42 @@ final class DatabaseServer
     public function isRunning(): bool
     {
         return $this->pid !== null && posix_kill($this->pid, 0);
+    }
+
+    /**
+     * SIGSTOP the server and every process it started (PostgreSQL's
+     * backends), as a frozen server or a network black hole looks to a
+     * client: connections stay open and nothing answers. Always thaw().
+     */
+    public function freeze(): void
+    {
+        foreach ($this->family() as $pid) {
+            posix_kill($pid, SIGSTOP);
+        }
+    }
+
+    public function thaw(): void
+    {
+        foreach ($this->family() as $pid) {
+            posix_kill($pid, SIGCONT);
+        }
+    }
+
+    /** @return list<int> the server's pid and its children's */
+    private function family(): array
+    {
+        if ($this->pid === null) {
+            return [];
+        }
+        $pids = [$this->pid];
+        foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
+            $text = @file_get_contents($stat);
+            // "pid (comm) state ppid ...": comm may contain spaces
+            if ($text !== false && (int) explode(' ', substr($text, strrpos($text, ')') + 2))[1] === $this->pid) {
+                $pids[] = (int) basename(dirname($stat));
+            }
+        }
+        return $pids;
     }
 
     /** Stop (fast shutdown) and start again on the same port and data. */

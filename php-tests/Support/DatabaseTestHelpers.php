@@ -65,6 +65,16 @@ trait DatabaseTestHelpers
         return sprintf('new \PDO(%s, %s, %s, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION])', var_export(self::$server->dsn(), true), var_export(self::$server->user(), true), var_export(self::$server->password(), true));
     }
 
+    /** PHP for a child: `new \PDO(...)` as 'cron' over the server's Unix socket (MySQL's host=localhost). */
+    private static function socketPdoCode(): string
+    {
+        $dir = self::$server->socketDir();
+        $dsn = static::databaseKind() === 'mysql'
+            ? "mysql:unix_socket=$dir/mysqld.sock;dbname=cron"
+            : "pgsql:host=$dir;port=" . self::$server->port() . ';dbname=cron';
+        return sprintf('new \PDO(%s, %s, %s, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION])', var_export($dsn, true), var_export(self::$server->user(), true), var_export(self::$server->password(), true));
+    }
+
     /** The SQL a DBA types to try the lock of $name by hand (1/0 or t/f). */
     private static function tryLockSql(string $name): string
     {

@@ -11,10 +11,6 @@ namespace CronLock\Tests\Support;
  */
 trait OncePerContract
 {
-    /**
-     * @group extension-only
-     * cronlock/polyfill has no 'once_per' (the extension's window scripts).
-     */
     public function testOncePerRunsOncePerWindowOnThisTopology(): void
     {
         $name = $this->uniqueName();

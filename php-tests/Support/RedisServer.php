@@ -5,7 +5,8 @@ declare(strict_types=1);
 namespace CronLock\Tests\Support;
 
 /**
- * A private, throw-away redis-server for one test (or one test class).
+ * A private, throw-away redis-server for one test (or one test class),
+ * started and stopped by tests/redis-harness (see RedisHarness).
  *
  *   $redis = RedisServer::start();                          // plain TCP
  *   $redis = RedisServer::start(['requirepass' => 'pw']);   // AUTH pw
@@ -22,29 +23,33 @@ namespace CronLock\Tests\Support;
  * reap servers left by a crashed run) and is stopped by its destructor or, at
  * the latest, by a shutdown function. A process made by pcntl_fork() never
  * stops or talks over the parent's connection: only the process that started
- * a server manages it.
+ * a server manages it. The nodes of a RedisTopology are RedisServer objects
+ * too; the topology, not the node, owns their directory.
  */
 final class RedisServer
 {
     /** @var array<int, \WeakReference<self>> */
     private static array $live = [];
     private static bool $shutdownRegistered = false;
-    private static ?string $certDir = null;
-    private static ?int $certOwner = null;
 
-    /** @var resource|null proc_open() handle */
-    private $proc = null;
-    private ?int $pid = null;
     /** @var resource|null */
     private $conn = null;
     private ?int $connPid = null;
     private readonly int $ownerPid;
 
-    /** @param array<string, mixed> $opts */
+    /**
+     * @param array<string, mixed> $opts
+     * @param string $dir the harness's directory (the topology's)
+     * @param bool $ownsDir whether this object stops the whole directory
+     */
     private function __construct(
         private readonly array $opts,
         private readonly string $dir,
+        private readonly string $name,
+        private readonly string $nodeDir,
         private int $port,
+        private ?int $pid,
+        private readonly bool $ownsDir,
     ) {
         $this->ownerPid = getmypid();
     }
@@ -52,32 +57,46 @@ final class RedisServer
     /**
      * @param array{requirepass?: string, acl_user?: array{name: string, password: string},
      *              unix?: bool, tls?: bool, args?: list<string>} $opts
-     *        'args': extra redis-server arguments, e.g. ['--maxclients', '10'];
-     *        'sentinel_of': a port: a sentinel watching 127.0.0.1:port as 'mymaster'
-     *        (quorum 2, down after 1 s), see RedisTopology::sentinel().
+     *        'args': extra redis-server arguments, e.g. ['--maxclients', '10'].
      */
     public static function start(array $opts = []): self
     {
-        $known = ['requirepass', 'acl_user', 'unix', 'tls', 'args', 'sentinel_of'];
+        $known = ['requirepass', 'acl_user', 'unix', 'tls', 'args'];
         if ($unknown = array_diff(array_keys($opts), $known)) {
             throw new \InvalidArgumentException('unknown RedisServer option(s): ' . implode(', ', $unknown));
         }
-        self::registerShutdown();
-
-        $lastError = '';
-        for ($attempt = 1; $attempt <= 5; $attempt++) {
-            $server = new self($opts, self::makeTempDir('redis'), self::freePort());
-            try {
-                $server->spawn();
-                return $server;
-            } catch (\RuntimeException $e) {
-                // Most likely someone took the free port between probe and bind.
-                $lastError = $e->getMessage();
-                $server->stop();
-                self::removeDir($server->dir);
-            }
+        $harness = [];
+        if (!empty($opts['tls'])) {
+            $harness[] = '--tls';
         }
-        throw new \RuntimeException("could not start redis-server after 5 attempts: $lastError");
+        if (!empty($opts['unix'])) {
+            $harness[] = '--unix';
+        }
+        if (isset($opts['requirepass'])) {
+            $harness[] = '--requirepass=' . $opts['requirepass'];
+        }
+        if (isset($opts['acl_user'])) {
+            $harness[] = '--user=' . $opts['acl_user']['name'] . ':' . $opts['acl_user']['password'];
+        }
+        $lines = RedisHarness::run('start', 'single', RedisHarness::newDir('redis'), ...$harness, ...['--', ...($opts['args'] ?? [])]);
+        return self::fromHarness($opts, (string) RedisHarness::fact($lines, 'dir'), RedisHarness::nodes($lines)[0], true);
+    }
+
+    /**
+     * A node that tests/redis-harness started (RedisTopology's).
+     *
+     * @internal
+     * @param array<string, mixed> $opts
+     * @param array{name: string, port: int, pid: int, dir: string} $node
+     */
+    public static function fromHarness(array $opts, string $dir, array $node, bool $ownsDir): self
+    {
+        self::registerShutdown();
+        $server = new self($opts, $dir, $node['name'], $node['dir'], $node['port'], $node['pid'] ?: null, $ownsDir);
+        if ($ownsDir) {
+            self::$live[spl_object_id($server)] = \WeakReference::create($server);
+        }
+        return $server;
     }
 
     // ---------------------------------------------------------------- facts
@@ -104,26 +123,31 @@ final class RedisServer
 
     public function socketPath(): ?string
     {
-        return empty($this->opts['unix']) ? null : $this->dir . '/redis.sock';
+        return empty($this->opts['unix']) ? null : $this->nodeDir . '/redis.sock';
     }
 
     /** CA certificate that signed the server certificate (TLS servers only). */
     public function caFile(): ?string
     {
-        return $this->isTls() ? self::certDir() . '/ca.crt' : null;
+        return $this->isTls() ? $this->dir . '/ca.crt' : null;
     }
 
     public function logFile(): string
     {
-        return $this->dir . '/redis.log';
+        return $this->nodeDir . '/redis.log';
     }
 
+    /** Whether the process is alive (not a zombie) and still the one in our node dir. */
     public function isRunning(): bool
     {
-        if ($this->proc === null) {
+        if ($this->pid === null) {
             return false;
         }
-        return proc_get_status($this->proc)['running'];
+        $stat = @file_get_contents("/proc/{$this->pid}/stat");
+        if ($stat === false || in_array(substr($stat, strrpos($stat, ')') + 2, 1), ['Z', 'X'], true)) {
+            return false;
+        }
+        return @readlink("/proc/{$this->pid}/cwd") === $this->nodeDir;
     }
 
     /**
@@ -154,33 +178,57 @@ final class RedisServer
 
     // ----------------------------------------------------------- lifecycle
 
-    /** SIGTERM, then SIGKILL after 5 s; waits until the process is gone. */
+    /**
+     * SIGTERM, then SIGKILL after 5 s; waits until the process is gone. A
+     * server of its own directory is removed with it (no restart after that).
+     */
     public function stop(): void
     {
-        $this->terminate(15, 5.0);
+        if (getmypid() !== $this->ownerPid) {
+            return;
+        }
+        $this->disconnect();
+        clearstatcache();
+        if ($this->ownsDir) {
+            if (is_dir($this->dir)) {
+                RedisHarness::run('stop', $this->dir);
+            }
+            unset(self::$live[spl_object_id($this)]);
+        } elseif ($this->pid !== null && is_dir($this->dir)) {
+            RedisHarness::run('stop', $this->dir, $this->name);
+        }
+        $this->pid = null;
     }
 
     /** SIGKILL, like a crash: no shutdown, the temp dir stays for restart(). */
     public function kill(): void
     {
-        $this->terminate(9, 0.0);
+        if (getmypid() !== $this->ownerPid) {
+            return;
+        }
+        $this->disconnect();
+        RedisHarness::run('kill', $this->dir, $this->name);
+        $this->pid = null;
     }
 
     /** Start again on the same port (empty: nothing was persisted). */
     public function restart(): void
     {
-        $this->stop();
-        $this->spawn();
+        $this->disconnect();
+        $this->pid = RedisHarness::nodes(RedisHarness::run('restart', $this->dir, $this->name))[0]['pid'];
+    }
+
+    /** SIGSTOP (true) or SIGCONT (false): a server that stops answering anyone. */
+    public function pause(bool $paused = true): void
+    {
+        RedisHarness::run($paused ? 'pause' : 'resume', $this->dir, $this->name);
     }
 
     public function __destruct()
     {
-        if (getmypid() !== $this->ownerPid) {
-            return; // a fork()ed child: the server belongs to the parent
+        if ($this->ownsDir) {
+            $this->stop();
         }
-        $this->stop();
-        self::removeDir($this->dir);
-        unset(self::$live[spl_object_id($this)]);
     }
 
     // --------------------------------------------------------- RESP client
@@ -306,192 +354,6 @@ final class RedisServer
 
     // ------------------------------------------------------------ internals
 
-    /** @return list<string> */
-    private function args(): array
-    {
-        if (isset($this->opts['sentinel_of'])) {
-            // A sentinel rewrites its config file: one of its own.
-            $conf = $this->dir . '/sentinel.conf';
-            if (!is_file($conf)) {
-                file_put_contents($conf, sprintf(
-                    "sentinel monitor mymaster 127.0.0.1 %d 2\n"
-                    . "sentinel down-after-milliseconds mymaster 1000\n"
-                    . "sentinel failover-timeout mymaster 5000\n",
-                    $this->opts['sentinel_of'],
-                ));
-            }
-            return [
-                'redis-server', $conf, '--sentinel',
-                '--bind', '127.0.0.1',
-                '--port', (string) $this->port,
-                '--daemonize', 'no',
-                '--dir', $this->dir,
-                '--logfile', $this->logFile(),
-            ];
-        }
-        $args = [
-            'redis-server',
-            '--bind', '127.0.0.1',
-            '--save', '',
-            '--appendonly', 'no',
-            '--daemonize', 'no',
-            '--dir', $this->dir,
-            '--logfile', $this->logFile(),
-            '--pidfile', $this->dir . '/redis.pid',
-        ];
-        if ($this->isTls()) {
-            $certs = self::certDir();
-            array_push(
-                $args,
-                '--port', '0',
-                '--tls-port', (string) $this->port,
-                '--tls-cert-file', "$certs/server.crt",
-                '--tls-key-file', "$certs/server.key",
-                '--tls-ca-cert-file', "$certs/ca.crt",
-                '--tls-auth-clients', 'no',
-            );
-        } else {
-            array_push($args, '--port', (string) $this->port);
-        }
-        if ($path = $this->socketPath()) {
-            array_push($args, '--unixsocket', $path, '--unixsocketperm', '700');
-        }
-        if (isset($this->opts['requirepass'])) {
-            array_push($args, '--requirepass', $this->opts['requirepass']);
-        }
-        if (isset($this->opts['acl_user'])) {
-            ['name' => $name, 'password' => $pw] = $this->opts['acl_user'];
-            array_push($args, '--user', $name, 'on', ">$pw", '~*', '&*', '+@all');
-        }
-        return [...$args, ...($this->opts['args'] ?? [])];
-    }
-
-    private function spawn(): void
-    {
-        $this->disconnect();
-        $null = ['file', '/dev/null', 'r'];
-        $out = ['file', $this->dir . '/stdout.log', 'a'];
-        $proc = proc_open($this->args(), [0 => $null, 1 => $out, 2 => $out], $pipes, $this->dir);
-        if ($proc === false) {
-            throw new \RuntimeException('proc_open(redis-server) failed');
-        }
-        $this->proc = $proc;
-        $this->pid = proc_get_status($proc)['pid'];
-        self::$live[spl_object_id($this)] = \WeakReference::create($this);
-
-        $deadline = microtime(true) + 10.0;
-        while (true) {
-            if (!$this->isRunning()) {
-                throw new \RuntimeException("redis-server exited at start:\n" . $this->logTail());
-            }
-            try {
-                if ($this->command('PING') === 'PONG') {
-                    return;
-                }
-            } catch (\RuntimeException) {
-                // not listening yet
-            }
-            if (microtime(true) > $deadline) {
-                throw new \RuntimeException("redis-server did not answer PING within 10 s:\n" . $this->logTail());
-            }
-            usleep(20_000);
-        }
-    }
-
-    private function terminate(int $signal, float $grace): void
-    {
-        if (getmypid() !== $this->ownerPid) {
-            return;
-        }
-        $this->disconnect();
-        if ($this->proc === null) {
-            return;
-        }
-        if ($this->isRunning()) {
-            proc_terminate($this->proc, $signal);
-            $deadline = microtime(true) + $grace;
-            while ($this->isRunning() && microtime(true) < $deadline) {
-                usleep(10_000);
-            }
-            if ($this->isRunning()) {
-                proc_terminate($this->proc, 9);
-            }
-        }
-        proc_close($this->proc); // reaps the child (waits for SIGKILL to land)
-        $this->proc = null;
-        $this->pid = null;
-    }
-
-    private function logTail(): string
-    {
-        $log = '';
-        foreach (['redis.log', 'stdout.log'] as $f) {
-            if (is_file("$this->dir/$f")) {
-                $log .= implode("\n", array_slice(file("$this->dir/$f", FILE_IGNORE_NEW_LINES) ?: [], -20)) . "\n";
-            }
-        }
-        return $log;
-    }
-
-    private static function freePort(): int
-    {
-        $sock = stream_socket_server('tcp://127.0.0.1:0', $errno, $errstr);
-        if ($sock === false) {
-            throw new \RuntimeException("no free port: $errstr");
-        }
-        $name = stream_socket_get_name($sock, false);
-        fclose($sock);
-        return (int) substr($name, strrpos($name, ':') + 1);
-    }
-
-    /** CA + server certificate for 127.0.0.1/localhost, made once per process. */
-    private static function certDir(): string
-    {
-        if (self::$certDir !== null && self::$certOwner === getmypid()) {
-            return self::$certDir;
-        }
-        $dir = self::makeTempDir('tls');
-        file_put_contents("$dir/server.ext", implode("\n", [
-            'basicConstraints = critical, CA:FALSE',
-            'keyUsage = critical, digitalSignature, keyEncipherment',
-            'extendedKeyUsage = serverAuth',
-            'subjectAltName = IP:127.0.0.1, DNS:localhost',
-        ]) . "\n");
-        $ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-        self::run(['openssl', 'req', '-x509', ...$ec, '-days', '2',
-            '-keyout', "$dir/ca.key", '-out', "$dir/ca.crt", '-subj', '/CN=cronlock test CA',
-            '-addext', 'basicConstraints=critical,CA:TRUE',
-            '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
-        self::run(['openssl', 'req', ...$ec, '-keyout', "$dir/server.key",
-            '-out', "$dir/server.csr", '-subj', '/CN=127.0.0.1']);
-        self::run(['openssl', 'x509', '-req', '-in', "$dir/server.csr", '-days', '2',
-            '-CA', "$dir/ca.crt", '-CAkey', "$dir/ca.key", '-set_serial', (string) random_int(1, PHP_INT_MAX),
-            '-extfile', "$dir/server.ext", '-out', "$dir/server.crt"]);
-        self::$certDir = $dir;
-        self::$certOwner = getmypid();
-        register_shutdown_function(static function () use ($dir): void {
-            if (self::$certOwner === getmypid()) {
-                self::removeDir($dir);
-            }
-        });
-        return $dir;
-    }
-
-    /** @param list<string> $cmd */
-    private static function run(array $cmd): void
-    {
-        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
-        if ($proc === false) {
-            throw new \RuntimeException("cannot run $cmd[0]");
-        }
-        $output = stream_get_contents($pipes[1]) . stream_get_contents($pipes[2]);
-        fclose($pipes[1]);
-        fclose($pipes[2]);
-        if (($rc = proc_close($proc)) !== 0) {
-            throw new \RuntimeException(implode(' ', $cmd) . " failed ($rc):\n$output");
-        }
-    }
-
     public static function makeTempDir(string $prefix): string
     {
         $base = getenv('CRONLOCK_TEST_TMP') ?: sys_get_temp_dir();
@@ -500,19 +362,6 @@ final class RedisServer
             throw new \RuntimeException("cannot create $dir");
         }
         return $dir;
-    }
-
-    private static function removeDir(string $dir): void
-    {
-        if (!is_dir($dir)) {
-            return;
-        }
-        foreach (scandir($dir) ?: [] as $f) {
-            if ($f !== '.' && $f !== '..') {
-                @unlink("$dir/$f");
-            }
-        }
-        @rmdir($dir);
     }
 
     private static function registerShutdown(): void

@@ -5,18 +5,21 @@ declare(strict_types=1);
 namespace CronLock\Tests\Support;
 
 /**
- * Redis topologies of our own, made of RedisServer processes (free loopback
- * ports, temp dirs, stopped by pid):
+ * Redis topologies of our own, started by tests/redis-harness (free loopback
+ * ports, one temp dir, stopped by pid); each node is a RedisServer:
  *
  *   $t = RedisTopology::sentinel(1);     // a master, 1 replica, 3 sentinels ('mymaster')
  *   $t = RedisTopology::masters(3);      // 3 independent masters (Redlock)
  *   $t = RedisTopology::cluster();       // a 3-master Redis Cluster (redis-cli --cluster create)
  *   $t->dsn();                            // what CronLock\Redis takes: string or list
  *   $t->failover();                       // Sentinel: SENTINEL FAILOVER, until the new master answers
- *   $t->stop();
+ *   $t->master()->kill(); $t->awaitMaster($old);   // Sentinel: kill -9 of the master
+ *   $t->stop();                           // every node; also on destruction
  */
 final class RedisTopology
 {
+    private readonly int $ownerPid;
+
     /**
      * @param list<RedisServer> $servers data nodes (the first the initial master)
      * @param list<RedisServer> $sentinels
@@ -24,60 +27,60 @@ final class RedisTopology
     private function __construct(
         public readonly array $servers,
         public readonly array $sentinels,
-        private readonly bool $isCluster = false,
+        private readonly bool $isCluster,
+        public readonly string $dir,
     ) {
+        $this->ownerPid = getmypid();
     }
 
     public static function cluster(): self
     {
-        $args = ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'];
-        $servers = array_map(static fn () => RedisServer::start(['args' => $args]), range(1, 3));
-        $cmd = ['redis-cli', '--cluster', 'create'];
-        foreach ($servers as $server) {
-            $cmd[] = '127.0.0.1:' . $server->port();
-        }
-        array_push($cmd, '--cluster-replicas', '0', '--cluster-yes');
-        $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
-        if ($proc === false || proc_close($proc) !== 0) {
-            throw new \RuntimeException('redis-cli --cluster create failed');
-        }
-        $deadline = microtime(true) + 20.0;
-        foreach ($servers as $server) {
-            while (!str_contains((string) $server->command('CLUSTER', 'INFO'), 'cluster_state:ok')) {
-                if (microtime(true) > $deadline) {
-                    throw new \RuntimeException('the cluster did not become ok within 20 s');
-                }
-                usleep(100_000);
-            }
-        }
-        return new self($servers, [], true);
+        return self::start('cluster', []);
     }
 
     public static function masters(int $count): self
     {
-        return new self(array_map(static fn () => RedisServer::start(), range(1, $count)), []);
+        return self::start('redlock', [], (string) $count);
     }
 
-    public static function sentinel(int $replicas): self
+    /**
+     * @param array{requirepass?: string, sentinel_requirepass?: string} $opts
+     *        'requirepass': the data nodes' password (the sentinels and
+     *        replicas are told it); 'sentinel_requirepass': the sentinels' own.
+     */
+    public static function sentinel(int $replicas, array $opts = []): self
     {
-        $master = RedisServer::start();
-        $servers = [$master];
-        for ($i = 0; $i < $replicas; $i++) {
-            $servers[] = RedisServer::start(['args' => ['--replicaof', '127.0.0.1', (string) $master->port()]]);
+        $args = ['--replicas=' . $replicas];
+        if (isset($opts['requirepass'])) {
+            $args[] = '--requirepass=' . $opts['requirepass'];
         }
-        $sentinels = [];
-        for ($i = 0; $i < 3; $i++) {
-            $sentinels[] = RedisServer::start(['sentinel_of' => $master->port()]);
+        if (isset($opts['sentinel_requirepass'])) {
+            $args[] = '--sentinel-requirepass=' . $opts['sentinel_requirepass'];
         }
-        $topology = new self($servers, $sentinels);
-        $deadline = microtime(true) + 20.0;
-        while (!$topology->sentinelsSeeEveryReplica()) {
-            if (microtime(true) > $deadline) {
-                throw new \RuntimeException('the sentinels did not see the replicas within 20 s');
+        return self::start('sentinel', $opts, ...$args);
+    }
+
+    /** @param array{requirepass?: string, sentinel_requirepass?: string} $opts */
+    private static function start(string $kind, array $opts = [], string ...$args): self
+    {
+        $dir = RedisHarness::newDir("redis-$kind");
+        if ($kind === 'redlock') {
+            $lines = RedisHarness::run('start', $kind, $args[0], $dir);
+        } else {
+            $lines = RedisHarness::run('start', $kind, $dir, ...$args);
+        }
+        $dir = (string) RedisHarness::fact($lines, 'dir');
+        $servers = $sentinels = [];
+        foreach (RedisHarness::nodes($lines) as $node) {
+            $password = $node['role'] === 'sentinel' ? ($opts['sentinel_requirepass'] ?? null) : ($opts['requirepass'] ?? null);
+            $server = RedisServer::fromHarness($password === null ? [] : ['requirepass' => $password], $dir, $node, false);
+            if ($node['role'] === 'sentinel') {
+                $sentinels[] = $server;
+            } else {
+                $servers[] = $server;
             }
-            usleep(100_000);
         }
-        return $topology;
+        return new self($servers, $sentinels, $kind === 'cluster', $dir);
     }
 
     /** @return string|list<string> */
@@ -98,65 +101,42 @@ final class RedisTopology
     public function master(): RedisServer
     {
         [, $port] = $this->sentinels[0]->command('SENTINEL', 'get-master-addr-by-name', 'mymaster');
-        foreach ($this->servers as $server) {
-            if ($server->port() === (int) $port) {
-                return $server;
-            }
-        }
-        throw new \RuntimeException("the sentinels name an unknown master on port $port");
+        return $this->serverOn((int) $port);
     }
 
     /** Sentinel: SENTINEL FAILOVER; returns the new master once every sentinel names it, it answers as one and every other node replicates from it. */
     public function failover(): RedisServer
     {
-        $old = $this->master();
-        $this->sentinels[0]->command('SENTINEL', 'FAILOVER', 'mymaster');
-        $told = false;
-        $deadline = microtime(true) + 30.0;
-        while (microtime(true) < $deadline) {
-            $named = [];
-            foreach ($this->sentinels as $sentinel) {
-                [, $port] = $sentinel->command('SENTINEL', 'get-master-addr-by-name', 'mymaster');
-                $named[(int) $port] = true;
-            }
-            $new = $this->master();
-            if ($new !== $old && !$told && $old->isRunning()) {
-                // Sentinel turns the old master into a replica only after
-                // about 10 s; an operator would not wait either.
-                $old->command('REPLICAOF', '127.0.0.1', (string) $new->port());
-                $told = true;
-            }
-            // …and every other data node replicates from it again, so the
-            // next test's 'replicas' => N can be met.
-            if (count($named) === 1 && $new !== $old && $new->command('ROLE')[0] === 'master'
-                && substr_count((string) $new->command('INFO', 'replication'), 'state=online') >= count($this->servers) - 1) {
-                return $new;
-            }
-            usleep(100_000);
-        }
-        throw new \RuntimeException('no failover within 30 s');
+        return $this->serverOn(RedisHarness::nodes(RedisHarness::run('failover', $this->dir))[0]['port']);
+    }
+
+    /** Sentinel: after $old (the master) was killed, the new master once every sentinel names it and it answers as one. */
+    public function awaitMaster(RedisServer $old): RedisServer
+    {
+        $name = basename(dirname($old->logFile()));
+        return $this->serverOn(RedisHarness::nodes(RedisHarness::run('await-master', $this->dir, $name))[0]['port']);
     }
 
     public function stop(): void
     {
-        foreach ([...$this->sentinels, ...$this->servers] as $server) {
-            $server->stop();
+        clearstatcache();
+        if (getmypid() === $this->ownerPid && is_dir($this->dir)) {
+            RedisHarness::run('stop', $this->dir);
         }
     }
 
-    private function sentinelsSeeEveryReplica(): bool
+    public function __destruct()
     {
-        $replicas = count($this->servers) - 1;
-        foreach ($this->sentinels as $sentinel) {
-            if (count($sentinel->command('SENTINEL', 'replicas', 'mymaster')) < $replicas) {
-                return false;
+        $this->stop();
+    }
+
+    private function serverOn(int $port): RedisServer
+    {
+        foreach ($this->servers as $server) {
+            if ($server->port() === $port) {
+                return $server;
             }
         }
-        foreach (array_slice($this->servers, 1) as $replica) {
-            if (!str_contains((string) $replica->command('INFO', 'replication'), 'master_link_status:up')) {
-                return false;
-            }
-        }
-        return true;
+        throw new \RuntimeException("the sentinels name an unknown master on port $port");
     }
 }

@@ -12,7 +12,7 @@ final class Guard implements \Serializable
     /** @var float|null microtime(true) of the soft deadline */
     private $deadline;
 
-    /** Guards are made by cron_guard() only: constructing one throws. */
+    /** Guards are made by cron_guard() only: constructing one throws \Error, as the extension does. */
     public function __construct()
     {
         throw new \Error('Cannot directly construct CronLock\Guard, call cron_guard() instead');

@@ -9,6 +9,7 @@ use CronLock\Polyfill\RedisDsn;
 use CronLock\Polyfill\RedisFailure;
 use CronLock\Polyfill\Registry;
 use CronLock\Polyfill\Renewer;
+use CronLock\Polyfill\Scripts;
 
 /**
  * A Redis lock with the extension's keys, token format, Lua scripts and
@@ -25,62 +26,6 @@ final class Redis implements Lock, \Serializable
     const MAX_TIMEOUT = 86400.0;
     /** Longest pause between two tries of a wait (waiters poll; see the README). */
     const MAX_POLL = 0.05;
-
-    // Byte for byte the extension's scripts (src/lock/redis/scripts.rs).
-    const ACQUIRE_LUA = "
--- KEYS[1] lock key, KEYS[2] fence counter
--- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] '1': only confirm a hold we have
--- Reply {1, fence, '', 0} or {0, PTTL, holder, 0} (the 0: no once-per window).
-if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.pcall('INCR', KEYS[2])
-  if type(fence) == 'table' then
-    -- do not leave behind a lock the caller will never know it holds
-    redis.call('DEL', KEYS[1])
-    return fence
-  end
-  return {1, fence, '', 0}
-end
-local holder = redis.pcall('GET', KEYS[1])
-if type(holder) == 'table' then
-  -- not a string: a backend fault to report, never a busy lock
-  local kind = redis.call('TYPE', KEYS[1])['ok']
-  return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ' value, not a string')
-end
-if holder == ARGV[1] then
-  -- Ours already: a hold being confirmed, or a retry whose first reply was
-  -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  local fence = tonumber(redis.pcall('GET', KEYS[2]))
-  return {1, fence or 0, '', 0}
-end
--- busy: when it expires at the latest, and who holds it (for the log line)
-if not holder then holder = '' end
-return {0, redis.call('PTTL', KEYS[1]), holder, 0}
-";
-
-    const RENEW_LUA = "
--- KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-";
-
-    const RELEASE_LUA = "
--- KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel
--- 1: deleted; 0: someone else's value; -1: no key at all
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  -- pcall: a user without channel rights may still release
-  redis.pcall('PUBLISH', ARGV[2], '')
-  return 1
-end
-if holder then
-  return 0
-end
-return -1
-";
 
     /** Shortest and longest pause of a waiter whose server fails, as in the extension. */
     const RECONNECT_BACKOFF_MIN = 0.02;
@@ -104,8 +49,10 @@ return -1
     private $ownerPid = 0;
     /** @var RedisClient|null */
     private $client;
-    /** @var array{token: string, fence: int, validUntil: float, lost: bool}|null */
+    /** @var array{token: string, fence: int, validUntil: float, lost: bool, windowEnd: int}|null windowEnd: Unix ms of the server's clock when the once-per window of the hold ends (0: none) */
     private $hold;
+    /** @var int|null cron_guard()'s 'once_per' in ms, set for its acquire only (see Polyfill\CronGuard) */
+    private $oncePerMs;
     /** @var Renewer|null the auto-renew helper process, kept across acquires */
     private $renewer;
     /** @var int number of this object's successful acquires, to tell the helper's reports apart */
@@ -187,13 +134,16 @@ return -1
             return false;
         }
         $token = bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
+        if ($this->autoRenew) {
+            $this->startRenewer();
+        }
         if ($timeout == 0) {
             try {
                 $attempt = $this->attempt($token, false);
             } catch (RedisFailure $f) {
                 throw $this->failure('acquire', $f);
             }
-            return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2]) : false;
+            return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2], $attempt[3]) : false;
         }
         return Process::watchingSignals(function () use ($timeout, $owner, $token) {
             return $this->waitFor($timeout, $owner, $token);
@@ -226,7 +176,7 @@ return -1
             }
             if ($attempt !== null) {
                 if ($attempt[0]) {
-                    return $this->startHold($token, $attempt[1], $attempt[2]);
+                    return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3]);
                 }
                 if ($deadline !== null && microtime(true) >= $deadline) {
                     return false;
@@ -247,25 +197,32 @@ return -1
 
     /**
      * One run of the acquire script (retried once on a broken connection: it
-     * is idempotent for a given token).
+     * is idempotent for a given token); in once-per mode (not when confirming
+     * a hold) the one that also keeps the key until its window ends.
      *
-     * @return array{0: bool, 1: int|float|null, 2: float} [true, fence, sent] when the key holds
-     *         our token; [false, seconds until it expires or null, sent] when busy
+     * @return array{0: bool, 1: int|float|null, 2: float, 3: int} [true, fence, sent, window end
+     *         in ms or 0] when the key holds our token; [false, seconds until it expires or null,
+     *         sent, 0] when busy
      * @throws RedisFailure
      */
     private function attempt(string $token, bool $confirm, bool $inWait = false): array
     {
         $sent = microtime(true);
-        list($reply) = $this->run(self::ACQUIRE_LUA, [$this->key, $this->key . ':fence'], [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
-        if (!is_array($reply) || count($reply) < 3) {
+        $keys = [$this->key, $this->key . ':fence'];
+        if ($this->oncePerMs !== null && !$confirm) {
+            list($reply) = $this->run(Scripts::ACQUIRE_IN_WINDOW_LUA, $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs], $inWait);
+        } else {
+            list($reply) = $this->run(Scripts::ACQUIRE_LUA, $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
+        }
+        if (!is_array($reply) || count($reply) < 4) {
             throw new RedisFailure(RedisFailure::REPLY, 'unexpected reply to the acquire script');
         }
         if ((int) $reply[0] === 1) {
-            return [true, (int) $reply[1], $sent];
+            return [true, (int) $reply[1], $sent, (int) $reply[3]];
         }
         $this->lastHolder = (string) $reply[2];
         // PTTL is -1 for a key without TTL, -2 for no key.
-        return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent];
+        return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent, 0];
     }
 
     /** D1: acquire() on a held lock asks the server and extends the TTL; false drops the hold. */
@@ -285,13 +242,13 @@ return -1
         return true;
     }
 
-    /** Records a fresh hold: the key holds $token since after $sent. */
-    private function startHold(string $token, int $fence, float $sent): bool
+    /** Records a fresh hold: the key holds $token since after $sent (until the window's end at least, if $windowEnd is not 0). */
+    private function startHold(string $token, int $fence, float $sent, int $windowEnd): bool
     {
-        $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'lost' => false];
+        $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'lost' => false, 'windowEnd' => $windowEnd];
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $sent + $this->ttl);
         if ($this->autoRenew) {
-            $this->startRenewing($token);
+            $this->startRenewing($token, $windowEnd, $sent);
         }
         return true;
     }
@@ -311,7 +268,7 @@ return -1
         }
         $sent = microtime(true);
         try {
-            list($reply) = $this->run(self::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl)]);
+            list($reply) = $this->run(Scripts::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl), $this->hold['windowEnd']]);
         } catch (RedisFailure $f) {
             throw $this->failure('renew', $f); // still held until its TTL runs out
         }
@@ -334,18 +291,37 @@ return -1
         }
         $valid = $this->isHeld();
         $token = $this->hold['token'];
+        $windowEnd = $this->hold['windowEnd'];
         $this->forgetHold();
         if (!$valid) {
             return false; // lost, or past its TTL unrenewed: not ours to delete any more
         }
-        return $this->deleteIfOurs($token);
+        return $windowEnd !== 0 ? $this->leaveToExpire($token, $windowEnd) : $this->deleteIfOurs($token);
+    }
+
+    /**
+     * Releases a hold taken in once-per mode: still ours and its window not
+     * over (by the server's clock), the key is left to expire at the
+     * window's end, so nobody takes it again in that window; past it, deleted.
+     *
+     * @throws LockException
+     */
+    private function leaveToExpire(string $token, int $windowEnd): bool
+    {
+        try {
+            list($reply, $retried) = $this->run(Scripts::END_WINDOW_LUA, [$this->key], [$token, $windowEnd, $this->key . ':released']);
+        } catch (RedisFailure $f) {
+            throw $this->failure('leave to expire', $f);
+        }
+        // -1 as for release: our first try most likely deleted it.
+        return (int) $reply === 1 || (int) $reply === 2 || ((int) $reply === -1 && $retried);
     }
 
     /** @throws LockException */
     private function deleteIfOurs(string $token): bool
     {
         try {
-            list($reply, $retried) = $this->run(self::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+            list($reply, $retried) = $this->run(Scripts::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('release', $f); // not held any more; the key expires by its TTL
         }
@@ -518,15 +494,13 @@ return -1
         return $f->makesLockUnusable() ? new LockException($message) : new ConnectionException($message);
     }
 
-    private function startRenewing(string $token)
+    private function startRenewing(string $token, int $windowEnd, float $sent)
     {
         $this->holdSeq++;
         try {
             for ($try = 0; $try < 2; $try++) {
-                if ($this->renewer === null) {
-                    $this->renewer = Renewer::start($this->dsn, $this->client->library(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
-                }
-                if ($this->renewer->hold($this->holdSeq, $token)) {
+                $this->startRenewer();
+                if ($this->renewer->hold($this->holdSeq, $token, $windowEnd, $sent)) {
                     return;
                 }
                 $this->renewer->stop(); // it died: start a new one
@@ -535,13 +509,29 @@ return -1
             throw new LockException('cannot start the auto-renew process: it exits at once');
         } catch (LockException $e) {
             try {
-                $this->run(self::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+                $this->run(Scripts::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
             } catch (RedisFailure $ignored) {
                 // best effort: otherwise the key stays until its TTL
             }
             $this->forgetHold();
             throw $e;
         }
+    }
+
+    /**
+     * Starts the auto-renew process if there is none, and waits until it is
+     * ready. acquire() calls it before it takes the key: a helper slow to
+     * start (a busy host, many starting at once) then delays the acquire,
+     * never the renewals the key's TTL needs.
+     *
+     * @throws LockException
+     */
+    private function startRenewer()
+    {
+        if ($this->renewer === null) {
+            $this->renewer = Renewer::start($this->dsn, RedisClient::available(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
+        }
+        $this->renewer->awaitReady();
     }
 
     /** Picks up what the auto-renew process reported: renewals, or that the key is not ours. */

@@ -16,9 +16,10 @@ register_shutdown_function([CronGuard::class, 'releaseAll']);
  *
  * @param callable(\CronLock\Guard): mixed $job
  * @param \CronLock\Lock|string|null $lock
- * @param array{wait?: float, max_runtime?: float, on_busy?: int|null} $options
+ * @param array{wait?: float, max_runtime?: float, on_busy?: int|null, once_per?: float} $options
  * @return mixed the job's result; null when skipped.
- * @throws \ValueError for a bad name or option value (on PHP 7: the package's \ValueError).
+ * @throws \ValueError for a bad name or option value (on PHP 7: the package's \ValueError);
+ *         'once_per' with a lock that has no TTL (anything but CronLock\Redis).
  * @throws \TypeError for a $lock or option of the wrong type.
  * @throws \CronLock\LockException when the lock cannot be used.
  */

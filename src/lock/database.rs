@@ -27,6 +27,7 @@
 //! Advisory locks are per database: both sides must be connected to the
 //! same database.
 
+pub use super::sys::InterruptFlag;
 use super::{sys, Refusal, Wait};
 use crate::error::{Error, Result};
 use std::cell::RefCell;
@@ -37,6 +38,18 @@ use std::time::Duration;
 /// Longest single blocking wait on the server, so that PHP signal handlers
 /// run within about this long.
 pub const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// How long a statement on a connection the lock opened itself may go
+/// unanswered (beyond the server-side wait it asks for) before the lock cuts
+/// the connection (see [`watch_statement`]): far more than any of its
+/// statements takes on a server that works, short enough that a frozen
+/// server or a network black hole ends a wait.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
+
+/// A wait statement on a server that works answers within its slice and a
+/// round trip; with a PHP signal handler pending, one still unanswered this
+/// long after its slice is cut, so the handler runs.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(50);
 
 const HASHED_PREFIX: &str = "cronlock:";
 const MYSQL_NAME_MAX: usize = 64;
@@ -197,6 +210,28 @@ impl SqlError {
     }
 }
 
+impl SqlError {
+    /// What the user must do to their PDO before a statement can release
+    /// the lock on it, for the two states a job typically leaves it in.
+    fn release_advice(&self, flavor: Flavor) -> &'static str {
+        match flavor {
+            // 25P02: "current transaction is aborted, commands ignored
+            // until end of transaction block".
+            Flavor::Postgres if self.sqlstate == "25P02" => {
+                "roll back the transaction ($pdo->rollBack())"
+            }
+            // 2014: "Cannot execute queries while other unbuffered queries
+            // are active" (the driver's words carry no code of their own).
+            Flavor::MySql
+                if self.code == Some(2014) || self.message.contains("unbuffered queries") =>
+            {
+                "fetch the rest of the open result set or close it ($statement->closeCursor())"
+            }
+            _ => "make the PDO usable again",
+        }
+    }
+}
+
 /// One connection to the server, as the lock needs it.
 pub trait Session {
     /// Runs one statement with string parameters (`?` placeholders) and
@@ -207,6 +242,23 @@ pub trait Session {
     ///
     /// The statement's or the connect's [`SqlError`].
     fn query(&mut self, sql: &str, params: &[&str]) -> std::result::Result<Vec<Value>, SqlError>;
+
+    /// [`Session::query`] for a statement that waits up to `slice` on the
+    /// server (GET_LOCK with a timeout, pg_advisory_lock under
+    /// lock_timeout): it may take that long before the server answers.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Session::query`].
+    fn wait_query(
+        &mut self,
+        sql: &str,
+        params: &[&str],
+        slice: Duration,
+    ) -> std::result::Result<Vec<Value>, SqlError> {
+        let _ = slice;
+        self.query(sql, params)
+    }
 
     /// Whether a transaction is open on the connection (PostgreSQL waits
     /// then use a savepoint, so a timed-out slice does not abort it).
@@ -437,9 +489,14 @@ impl DatabaseLock {
         }
         let info = match self.session_info(session) {
             Ok(info) => info,
-            Err(err) if err.lost_connection(self.flavor) && session.owns_connection() => {
+            Err(err)
+                if err.lost_connection(self.flavor)
+                    && !err.connecting
+                    && session.owns_connection() =>
+            {
                 // A connection of ours that died while idle (server
-                // restart, wait_timeout): open a new one, once.
+                // restart, wait_timeout): open a new one, once. (One that
+                // could not be opened just now is not tried again.)
                 self.forget_session(session);
                 self.session_info(session)
                     .map_err(|err| self.error(session, "cannot reach", &err))?
@@ -459,8 +516,8 @@ impl DatabaseLock {
             )));
         }
         session.signal_handled();
-        let acquired = self.try_once(session)?;
-        if acquired || wait == Wait::Once {
+        let acquired = self.try_once(session, wait)?;
+        if acquired || wait == Wait::Once || self.refusal == Some(Refusal::Interrupted) {
             return self.finish_acquire(acquired, &info);
         }
         let acquired = self.wait(session, wait)?;
@@ -475,14 +532,37 @@ impl DatabaseLock {
         Ok(acquired)
     }
 
-    fn try_once(&mut self, session: &mut dyn Session) -> Result<bool> {
+    /// The first try of an acquire; part of the wait (which a pending signal
+    /// handler may cut short) unless `wait` is [`Wait::Once`].
+    fn try_once(&mut self, session: &mut dyn Session, wait: Wait) -> Result<bool> {
         let param = self.target.param();
-        let row = match self.flavor {
-            Flavor::MySql => session.query("SELECT GET_LOCK(?, 0)", &[&param]),
-            Flavor::Postgres => session.query("SELECT pg_try_advisory_lock(?::bigint)", &[&param]),
+        let sql = match self.flavor {
+            Flavor::MySql => "SELECT GET_LOCK(?, 0)",
+            Flavor::Postgres => "SELECT pg_try_advisory_lock(?::bigint)",
         };
-        let row = row.map_err(|err| self.fail(session, "cannot acquire", &err))?;
-        self.lock_result(session, &row)
+        let row = if wait == Wait::Once {
+            session.query(sql, &[&param])
+        } else {
+            session.wait_query(sql, &[&param], Duration::ZERO)
+        };
+        match row {
+            Ok(row) => self.lock_result(session, &row),
+            Err(err) if self.cut_short_by_signal(session, &err) => Ok(false),
+            Err(err) => Err(self.fail(session, "cannot acquire", &err)),
+        }
+    }
+
+    /// A wait whose connection broke while a PHP signal handler was due (a
+    /// signal can break a blocking read of the client library, and a
+    /// connection of our own is cut for it): given up like one cut short by
+    /// the signal, the connection forgotten.
+    fn cut_short_by_signal(&mut self, session: &mut dyn Session, err: &SqlError) -> bool {
+        if (super::interrupted() || session.signal_handled()) && err.lost_connection(self.flavor) {
+            self.forget_session(session);
+            self.refusal = Some(Refusal::Interrupted);
+            return true;
+        }
+        false
     }
 
     /// GET_LOCK: 1 acquired, 0 timed out, NULL an error (e.g. killed).
@@ -515,21 +595,13 @@ impl DatabaseLock {
                 return Ok(false);
             };
             let seconds = format!("{:.3}", slice.as_secs_f64());
-            match session.query("SELECT GET_LOCK(?, ?)", &[&param, &seconds]) {
+            match session.wait_query("SELECT GET_LOCK(?, ?)", &[&param, &seconds], slice) {
                 Ok(row) => {
                     if self.lock_result(session, &row)? {
                         return Ok(true);
                     }
                 }
-                // A signal can break a blocking read of the client library.
-                Err(err)
-                    if (super::interrupted() || session.signal_handled())
-                        && err.lost_connection(self.flavor) =>
-                {
-                    self.forget_session(session);
-                    self.refusal = Some(Refusal::Interrupted);
-                    return Ok(false);
-                }
+                Err(err) if self.cut_short_by_signal(session, &err) => return Ok(false),
                 Err(err) => return Err(self.fail(session, "cannot acquire", &err)),
             }
         }
@@ -565,13 +637,14 @@ impl DatabaseLock {
             // Inside the user's transaction the slice's lock_timeout is
             // local to it (rolled back with the savepoint), so a SET LOCAL
             // of the user's never becomes the session's setting.
-            let attempt = session.query(
+            let attempt = session.wait_query(
                 if in_transaction {
                     "SELECT set_config('lock_timeout', ?, true), pg_advisory_lock(?::bigint)"
                 } else {
                     "SELECT set_config('lock_timeout', ?, false), pg_advisory_lock(?::bigint)"
                 },
                 &[&timeout, &param],
+                slice,
             );
             match attempt {
                 Ok(_) => {
@@ -607,14 +680,7 @@ impl DatabaseLock {
                 }
                 Ok(acquired)
             }
-            Err(err)
-                if (super::interrupted() || session.signal_handled())
-                    && err.lost_connection(self.flavor) =>
-            {
-                self.forget_session(session);
-                self.refusal = Some(Refusal::Interrupted);
-                Ok(false)
-            }
+            Err(err) if self.cut_short_by_signal(session, &err) => Ok(false),
             Err(err) => Err(self.fail(session, "cannot acquire", &err)),
         }
     }
@@ -684,28 +750,40 @@ impl DatabaseLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Lock`] / [`Error::Connection`] when the server refuses; the
-    /// lock is not held afterwards (a connection of the lock's own is closed,
-    /// which frees it on the server).
+    /// [`Error::Lock`] / [`Error::Connection`] when the server refuses. A
+    /// connection of the lock's own is then closed, which frees the lock on
+    /// the server, so it is not held afterwards. On the user's PDO nothing
+    /// can free it but a statement that works, so the lock stays held (as
+    /// it is on the server) and the message says what to do first; the next
+    /// release(), the destructor or the request's end try again.
     pub fn release(&mut self, session: &mut dyn Session) -> Result<bool> {
         self.adopt_process(session);
         if self.hold.is_none() {
             return Ok(false);
         }
-        self.drop_hold();
         match self.unlock(session) {
-            Ok(released) => Ok(released),
+            Ok(released) => {
+                self.drop_hold();
+                Ok(released)
+            }
             Err(err) if err.lost_connection(self.flavor) => {
+                self.drop_hold();
                 self.forget_session(session);
                 Ok(false)
             }
-            Err(err) => {
+            Err(err) if session.owns_connection() => {
                 // Closing our own session is the sure way to free the lock.
-                if session.owns_connection() {
-                    self.forget_session(session);
-                }
+                self.drop_hold();
+                self.forget_session(session);
                 Err(self.error(session, "cannot release", &err))
             }
+            Err(err) => Err(Error::Lock(format!(
+                "cannot release lock {}: {}. The lock is still held on this PDO's connection: \
+                 {}, then call release() again (closing the PDO also frees it)",
+                self.describe(session),
+                err.message.trim_end_matches('.'),
+                err.release_advice(self.flavor)
+            ))),
         }
     }
 
@@ -780,7 +858,8 @@ impl DatabaseLock {
             // client port, which names the socket of a user's PDO.
             Flavor::MySql => session.query(
                 "SELECT CONCAT(@@hostname, ':', @@port), CONNECTION_ID(), \
-                 (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID())",
+                 (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()), \
+                 @@socket",
                 &[],
             )?,
             // Port, database and start time: advisory locks are per database.
@@ -794,16 +873,24 @@ impl DatabaseLock {
             server: row.first().and_then(Value::text).unwrap_or_default(),
             id: row.get(1).and_then(Value::int).unwrap_or(-1),
         };
-        if !session.owns_connection() {
+        if self.flavor == Flavor::MySql && !session.owns_connection() {
             // mysqlnd leaves its socket inheritable (libpq does not): a
             // program the job exec()s would keep the user's session, and
-            // the lock, alive after the job is killed.
-            let client_port = row
-                .get(2)
-                .and_then(Value::text)
-                .and_then(|host| host.rsplit_once(':')?.1.parse::<u16>().ok());
-            if let Some(port) = client_port {
-                close_on_exec_by_local_port(port);
+            // the lock, alive after the job is killed. Over TCP our own
+            // process-list row names the client port; over the server's
+            // Unix socket (HOST 'localhost') the socket is found by its peer,
+            // the server's @@socket.
+            let host = row.get(2).and_then(Value::text).unwrap_or_default();
+            if let Some(port) = host
+                .rsplit_once(':')
+                .and_then(|(_, port)| port.parse::<u16>().ok())
+            {
+                sys::close_on_exec_sockets(sys::SocketMatch::LocalPort(port));
+            } else if let Some(socket) = row.get(3).and_then(Value::text).filter(|s| !s.is_empty())
+            {
+                sys::close_on_exec_sockets(sys::SocketMatch::UnixPeer(std::path::Path::new(
+                    &socket,
+                )));
             }
         }
         self.info = Some(info.clone());
@@ -909,13 +996,7 @@ pub fn hostname() -> &'static str {
 /// the child does (PDO's destructor sends COM_QUIT or Terminate) can end
 /// the parent's session.
 pub fn track_connection_fd(fd: i32) {
-    // SAFETY: fcntl on a descriptor number; an invalid one only fails.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFD);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-        }
-    }
+    sys::set_close_on_exec(fd);
     sys::track_fd(fd);
 }
 
@@ -945,36 +1026,76 @@ pub fn open_sockets() -> Vec<i32> {
         .collect()
 }
 
-/// Makes the TCP socket of this process whose local port is `port` (a
-/// user's PDO connection, as the server saw its client) close-on-exec.
-fn close_on_exec_by_local_port(port: u16) {
-    for fd in open_sockets() {
-        // SAFETY: an all-zero sockaddr_storage is a valid value.
-        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: `addr` is writable for `len` bytes.
-        let named = unsafe { libc::getsockname(fd, (&raw mut addr).cast(), &mut len) } == 0;
-        if !named {
-            continue;
-        }
-        let local = match i32::from(addr.ss_family) {
-            // SAFETY: the family says which sockaddr type was written.
-            libc::AF_INET => unsafe { (*(&raw const addr).cast::<libc::sockaddr_in>()).sin_port },
-            // SAFETY: as above.
-            libc::AF_INET6 => unsafe {
-                (*(&raw const addr).cast::<libc::sockaddr_in6>()).sin6_port
-            },
-            _ => continue,
+/// Watches one statement on a connection the lock opened itself, whose
+/// sockets are `fds`: when the server has not answered [`ANSWER_GRACE`]
+/// after the statement's own wait (`slice`, for a wait statement), or, for a
+/// wait statement, once `interrupt` is set (a PHP signal handler pending)
+/// [`INTERRUPT_GRACE`] after its slice, the sockets are shut down so that
+/// the blocked read returns. [`StatementWatch::finish`] says which.
+pub fn watch_statement(
+    fds: &[i32],
+    slice: Option<Duration>,
+    interrupt: Option<InterruptFlag>,
+) -> StatementWatch {
+    let started = std::time::Instant::now();
+    let budget = slice.unwrap_or(Duration::ZERO) + ANSWER_GRACE;
+    let on_interrupt = slice
+        .zip(interrupt)
+        .map(|(slice, flag)| (started + slice + INTERRUPT_GRACE, flag));
+    StatementWatch {
+        watch: sys::watch_sockets(fds, started + budget, on_interrupt),
+        budget,
+    }
+}
+
+/// See [`watch_statement`].
+pub struct StatementWatch {
+    watch: sys::SocketWatch,
+    budget: Duration,
+}
+
+impl StatementWatch {
+    /// Ends the watch. `Err` when it cut the connection: the error to
+    /// report (a lost connection; the statement's own result, if any, no
+    /// longer counts).
+    ///
+    /// # Errors
+    ///
+    /// The [`SqlError`] saying the server did not answer in time, or that
+    /// the statement was cut for a pending signal handler.
+    pub fn finish(self, flavor: Flavor) -> std::result::Result<(), SqlError> {
+        let message = match self.watch.finish() {
+            None => return Ok(()),
+            Some(sys::Cut::Interrupt) => "the server had not answered when a PHP signal handler \
+                                          was due, so the connection was closed"
+                .to_owned(),
+            Some(sys::Cut::Deadline) => format!(
+                "the server did not answer within {} s, so the connection was closed \
+                 (the next acquire() opens a new one)",
+                self.budget.as_secs_f64()
+            ),
         };
-        if u16::from_be(local) == port {
-            // SAFETY: fcntl on a descriptor number; an invalid one only fails.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags >= 0 {
-                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                }
-            }
-        }
+        Err(lost_connection_error(flavor, message))
+    }
+}
+
+/// An [`SqlError`] that [`SqlError::lost_connection`] classifies as lost.
+fn lost_connection_error(flavor: Flavor, message: String) -> SqlError {
+    match flavor {
+        // 2013: CR_SERVER_LOST, "Lost connection to server during query".
+        Flavor::MySql => SqlError {
+            sqlstate: "HY000".to_owned(),
+            code: Some(2013),
+            message,
+            connecting: false,
+        },
+        // 08006: connection_failure.
+        Flavor::Postgres => SqlError {
+            sqlstate: "08006".to_owned(),
+            code: None,
+            message,
+            connecting: false,
+        },
     }
 }
 
@@ -1307,6 +1428,71 @@ mod tests {
         assert!(!lock.release(&mut s).unwrap(), "nothing to release");
         assert!(lock.acquire(&mut s, Wait::Once).unwrap(), "new session");
         assert_eq!(lock.hold.as_ref().unwrap().session, 8);
+    }
+
+    fn refused(
+        sqlstate: &str,
+        code: i64,
+        message: &str,
+    ) -> std::result::Result<Vec<Value>, SqlError> {
+        Err(SqlError {
+            sqlstate: sqlstate.into(),
+            code: Some(code),
+            message: message.into(),
+            connecting: false,
+        })
+    }
+
+    #[test]
+    fn a_release_the_users_pdo_refuses_keeps_the_hold_for_the_next_try() {
+        let mut lock = DatabaseLock::new(Flavor::Postgres, "job").unwrap();
+        let aborted =
+            "current transaction is aborted, commands ignored until end of transaction block";
+        let mut s = Script::new(
+            false,
+            vec![info(7), one(1), refused("25P02", 7, aborted), one(1)],
+        );
+        assert!(lock.acquire(&mut s, Wait::Once).unwrap());
+        let err = lock.release(&mut s).unwrap_err();
+        assert!(matches!(err, Error::Lock(_)));
+        let text = err.to_string();
+        assert!(
+            text.contains(aborted) && text.contains("still held"),
+            "{text}"
+        );
+        assert!(text.contains("roll back the transaction"), "{text}");
+        assert!(
+            lock.is_held(),
+            "the server still holds it: so does the object"
+        );
+        assert!(lock.needs_release(), "the destructor tries again");
+        assert_eq!(s.disconnects, 0, "the user's connection is left alone");
+        assert!(lock.release(&mut s).unwrap(), "the next release() frees it");
+        assert!(!lock.is_held());
+
+        let mut lock = DatabaseLock::new(Flavor::MySql, "job").unwrap();
+        let busy = "Cannot execute queries while other unbuffered queries are active.";
+        let mut s = Script::new(false, vec![info(7), one(1), refused("HY000", 2014, busy)]);
+        assert!(lock.acquire(&mut s, Wait::Once).unwrap());
+        let text = lock.release(&mut s).unwrap_err().to_string();
+        assert!(
+            text.contains("closeCursor()") && !text.contains("active.."),
+            "{text}"
+        );
+        assert!(lock.is_held());
+    }
+
+    #[test]
+    fn a_release_our_own_connection_refuses_closes_it_which_frees_the_lock() {
+        let mut lock = DatabaseLock::new(Flavor::Postgres, "job").unwrap();
+        let mut s = Script::new(
+            true,
+            vec![info(7), one(1), refused("XX000", 1, "internal error")],
+        );
+        assert!(lock.acquire(&mut s, Wait::Once).unwrap());
+        assert!(lock.release(&mut s).is_err());
+        assert!(!lock.is_held());
+        assert_eq!(s.disconnects, 1);
     }
 
     #[test]

@@ -8,8 +8,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Identity of a file (device and inode), from fstat/lstat, with its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,6 +434,9 @@ extern "C" fn after_fork_in_parent() {
 
 extern "C" fn in_fork_child() {
     PID.store(0, Ordering::Relaxed);
+    // The parent's watchdog thread is not in the child: the child starts
+    // its own when it first needs one.
+    WATCHDOG.store(std::ptr::null_mut(), Ordering::Release);
     // SAFETY: before_fork locked LOCK_FDS in the thread that forked, which
     // is this one (the child's only thread); nothing else can touch it
     // until the unlock below.
@@ -468,5 +472,459 @@ unsafe fn replace_fd(with: RawFd, fd: RawFd) {
     unsafe {
         libc::dup2(with, fd);
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+}
+
+/// Which sockets of this process [`close_on_exec_sockets`] marks.
+#[derive(Debug, Clone, Copy)]
+pub enum SocketMatch<'a> {
+    /// TCP (IPv4 or IPv6) sockets bound to this local port.
+    LocalPort(u16),
+    /// Unix-domain sockets connected to the socket at this path.
+    UnixPeer(&'a Path),
+}
+
+/// The descriptors of this process that may be sockets: /proc/self/fd on
+/// Linux, /dev/fd elsewhere, else every number below 4096.
+fn candidate_fds() -> Vec<RawFd> {
+    for dir in ["/proc/self/fd", "/dev/fd"] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let fds: Vec<RawFd> = entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect();
+            if !fds.is_empty() {
+                return fds;
+            }
+        }
+    }
+    (0..4096).collect()
+}
+
+/// The address of socket `fd`'s near end (`peer`: false) or far end.
+fn socket_address(fd: RawFd, peer: bool) -> Option<(libc::sockaddr_storage, libc::socklen_t)> {
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `addr` is writable for `len` bytes; an fd that is no socket
+    // (or not open) only fails.
+    let named = unsafe {
+        if peer {
+            libc::getpeername(fd, (&raw mut addr).cast(), &mut len)
+        } else {
+            libc::getsockname(fd, (&raw mut addr).cast(), &mut len)
+        }
+    } == 0;
+    named.then_some((addr, len))
+}
+
+fn matches(fd: RawFd, wanted: SocketMatch<'_>) -> bool {
+    match wanted {
+        SocketMatch::LocalPort(port) => {
+            let Some((addr, _)) = socket_address(fd, false) else {
+                return false;
+            };
+            let local = match i32::from(addr.ss_family) {
+                // SAFETY: the family says which sockaddr type was written.
+                libc::AF_INET => unsafe {
+                    (*(&raw const addr).cast::<libc::sockaddr_in>()).sin_port
+                },
+                // SAFETY: as above.
+                libc::AF_INET6 => unsafe {
+                    (*(&raw const addr).cast::<libc::sockaddr_in6>()).sin6_port
+                },
+                _ => return false,
+            };
+            u16::from_be(local) == port
+        }
+        SocketMatch::UnixPeer(path) => {
+            let Some((addr, len)) = socket_address(fd, true) else {
+                return false;
+            };
+            if i32::from(addr.ss_family) != libc::AF_UNIX {
+                return false;
+            }
+            // SAFETY: the family says a sockaddr_un was written.
+            let un = unsafe { &*(&raw const addr).cast::<libc::sockaddr_un>() };
+            let offset = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+            let path_len = (len as usize).saturating_sub(offset).min(un.sun_path.len());
+            let bytes: Vec<u8> = un.sun_path[..path_len]
+                .iter()
+                .map(|&c| c as u8)
+                .take_while(|&b| b != 0)
+                .collect();
+            if bytes.is_empty() {
+                return false;
+            }
+            let peer = Path::new(std::ffi::OsStr::from_bytes(&bytes));
+            peer == path || same_inode(peer, path)
+        }
+    }
+}
+
+fn same_inode(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => {
+            use std::os::unix::fs::MetadataExt;
+            a.dev() == b.dev() && a.ino() == b.ino()
+        }
+        _ => false,
+    }
+}
+
+/// Marks close-on-exec every socket of this process that matches `wanted`
+/// (a connection a client library opened without FD_CLOEXEC), so that a
+/// program the process exec()s does not inherit it.
+pub fn close_on_exec_sockets(wanted: SocketMatch<'_>) {
+    for fd in candidate_fds() {
+        if matches(fd, wanted) {
+            set_close_on_exec(fd);
+        }
+    }
+}
+
+pub fn set_close_on_exec(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor number; an invalid one only fails.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// A flag another thread sets when work is waiting for the thread that
+/// blocks (PHP: the engine's `EG(vm_interrupt)`, set by pcntl when a signal
+/// handler is pending).
+#[derive(Clone, Copy)]
+pub struct InterruptFlag(*const AtomicBool);
+
+// SAFETY: only read, atomically; `InterruptFlag::new`'s caller promises the
+// flag outlives every watch that reads it.
+unsafe impl Send for InterruptFlag {}
+
+impl InterruptFlag {
+    /// # Safety
+    ///
+    /// `flag` points at a one-byte boolean that stays valid (and is written
+    /// only as a whole byte) for as long as any [`SocketWatch`] given this
+    /// flag is armed.
+    pub unsafe fn new(flag: *const AtomicBool) -> Self {
+        InterruptFlag(flag)
+    }
+
+    fn is_set(self) -> bool {
+        // SAFETY: valid while armed (see `new`).
+        unsafe { (*self.0).load(Ordering::SeqCst) }
+    }
+}
+
+struct Watches {
+    list: Vec<Armed>,
+    /// When the watchdog thread looks next (`None`: when woken): a new
+    /// watch due no earlier needs no wake-up (a syscall and a context
+    /// switch on every statement otherwise).
+    next_check: Option<Instant>,
+}
+
+/// One statement being watched.
+struct Armed {
+    id: u64,
+    fds: Vec<RawFd>,
+    deadline: Instant,
+    /// From this instant on, a set flag cuts the statement short too.
+    on_interrupt: Option<(Instant, InterruptFlag)>,
+    fired: Option<Cut>,
+}
+
+/// Why a [`SocketWatch`] shut its sockets down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// The deadline passed.
+    Deadline,
+    /// The interrupt flag was set.
+    Interrupt,
+}
+
+/// The thread that shuts down the sockets of statements that overran. One
+/// per process: a fork child, which has no copy of the thread, makes its own
+/// (in_fork_child forgets the parent's, whose mutex the child never touches).
+struct Watchdog {
+    armed: Mutex<Watches>,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+static WATCHDOG: std::sync::atomic::AtomicPtr<Watchdog> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static NEXT_WATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// How often a watch that may be cut short by the interrupt flag looks at it.
+const INTERRUPT_POLL: Duration = Duration::from_millis(20);
+
+fn watchdog() -> Option<&'static Watchdog> {
+    register_fork_handler();
+    let current = WATCHDOG.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: watchdogs are leaked, never freed.
+        return Some(unsafe { &*current });
+    }
+    let dog: &'static Watchdog = Box::leak(Box::new(Watchdog {
+        armed: Mutex::new(Watches {
+            list: Vec::new(),
+            next_check: None,
+        }),
+        thread: OnceLock::new(),
+    }));
+    let thread = spawn_without_signals(move || dog.run())?;
+    let _ = dog.thread.set(thread);
+    match WATCHDOG.compare_exchange(
+        std::ptr::null_mut(),
+        std::ptr::from_ref(dog).cast_mut(),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => Some(dog),
+        // Another thread (ZTS) made one first: ours parks for ever, unused.
+        // SAFETY: as above.
+        Err(theirs) => Some(unsafe { &*theirs }),
+    }
+}
+
+/// Spawns a thread with every signal blocked, so that the kernel never
+/// delivers a process signal (meant for PHP's pcntl handlers) to it.
+fn spawn_without_signals(body: impl FnOnce() + Send + 'static) -> Option<std::thread::Thread> {
+    // SAFETY: sigset_t is plain data, filled by sigfillset; the thread's
+    // mask is put back right after the spawn, which inherits the full one.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+        let spawned = std::thread::Builder::new()
+            .name("cronlock-watch".to_owned())
+            .stack_size(64 * 1024)
+            .spawn(body);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        spawned.ok().map(|handle| handle.thread().clone())
+    }
+}
+
+impl Watchdog {
+    fn run(&self) {
+        loop {
+            match self.check(Instant::now()) {
+                None => std::thread::park(),
+                Some(wait) => std::thread::park_timeout(wait),
+            }
+        }
+    }
+
+    /// Cuts what overran; returns how long until the next check is due.
+    fn check(&self, now: Instant) -> Option<Duration> {
+        let mut armed = self.armed.lock();
+        let mut next: Option<Duration> = None;
+        for watch in armed.list.iter_mut().filter(|w| w.fired.is_none()) {
+            let interrupted = watch
+                .on_interrupt
+                .is_some_and(|(from, flag)| now >= from && flag.is_set());
+            let cut = if interrupted {
+                Cut::Interrupt
+            } else if now >= watch.deadline {
+                Cut::Deadline
+            } else {
+                let mut due = watch.deadline - now;
+                if let Some((from, _)) = watch.on_interrupt {
+                    due = due.min(from.saturating_duration_since(now).max(INTERRUPT_POLL));
+                }
+                next = Some(next.map_or(due, |n| n.min(due)));
+                continue;
+            };
+            {
+                for &fd in &watch.fds {
+                    // SAFETY: shutdown(2) on a descriptor number the
+                    // statement's connection owns (it is closed only after
+                    // the watch is disarmed); the descriptor stays open.
+                    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+                }
+                watch.fired = Some(cut);
+            }
+        }
+        armed.next_check = next.map(|wait| now + wait);
+        next
+    }
+}
+
+/// While it lives, a statement on the connection whose sockets are `fds`
+/// is watched: at `deadline`, or once `on_interrupt`'s flag is set after its
+/// instant, the sockets are shut down (both directions; the descriptors stay
+/// open for their owner), so the blocked read returns at once and the client
+/// library reports the connection lost. [`SocketWatch::finish`] says whether
+/// and why that happened (then the connection is dead, whatever the
+/// statement said).
+pub struct SocketWatch {
+    armed: Option<(&'static Watchdog, u64)>,
+}
+
+/// Watches a statement (see [`SocketWatch`]). Without a watchdog thread (it
+/// could not be started) or without descriptors, nothing is cut.
+pub fn watch_sockets(
+    fds: &[RawFd],
+    deadline: Instant,
+    on_interrupt: Option<(Instant, InterruptFlag)>,
+) -> SocketWatch {
+    if fds.is_empty() {
+        return SocketWatch { armed: None };
+    }
+    let Some(dog) = watchdog() else {
+        return SocketWatch { armed: None };
+    };
+    let id = NEXT_WATCH.fetch_add(1, Ordering::Relaxed);
+    let first_due = on_interrupt.map_or(deadline, |(from, _)| from.min(deadline));
+    let wake = {
+        let mut armed = dog.armed.lock();
+        armed.list.push(Armed {
+            id,
+            fds: fds.to_vec(),
+            deadline,
+            on_interrupt,
+            fired: None,
+        });
+        armed.next_check.is_none_or(|next| next > first_due)
+    };
+    if wake {
+        if let Some(thread) = dog.thread.get() {
+            thread.unpark();
+        }
+    }
+    SocketWatch {
+        armed: Some((dog, id)),
+    }
+}
+
+impl SocketWatch {
+    /// Ends the watch: why the sockets were shut down, if they were.
+    pub fn finish(mut self) -> Option<Cut> {
+        self.disarm()
+    }
+
+    fn disarm(&mut self) -> Option<Cut> {
+        let (dog, id) = self.armed.take()?;
+        let mut armed = dog.armed.lock();
+        let at = armed.list.iter().position(|w| w.id == id)?;
+        armed.list.swap_remove(at).fired
+    }
+}
+
+impl Drop for SocketWatch {
+    fn drop(&mut self) {
+        self.disarm();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected pair of Unix sockets: (ours, the "server" that never answers).
+    fn socket_pair() -> (File, File) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair(2) writes.
+        let made =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        assert_eq!(made, 0);
+        // SAFETY: both were just created and are owned by nobody else.
+        unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
+    }
+
+    fn blocked_read(file: &File) -> isize {
+        let mut buf = [0u8; 16];
+        // SAFETY: `buf` is writable for its length.
+        unsafe { libc::read(file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }
+    }
+
+    #[test]
+    fn a_statement_past_its_deadline_has_its_socket_shut_down() {
+        let (ours, _server) = socket_pair();
+        let started = Instant::now();
+        let watch = watch_sockets(
+            &[ours.as_raw_fd()],
+            started + Duration::from_millis(200),
+            None,
+        );
+        assert_eq!(blocked_read(&ours), 0, "end of file once cut");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        assert_eq!(watch.finish(), Some(Cut::Deadline));
+    }
+
+    #[test]
+    fn a_set_interrupt_flag_cuts_a_watched_statement_after_its_instant() {
+        static FLAG: AtomicBool = AtomicBool::new(false);
+        let (ours, _server) = socket_pair();
+        let started = Instant::now();
+        // SAFETY: a static lives for ever.
+        let flag = unsafe { InterruptFlag::new(&raw const FLAG) };
+        let watch = watch_sockets(
+            &[ours.as_raw_fd()],
+            started + Duration::from_secs(60),
+            Some((started + Duration::from_millis(100), flag)),
+        );
+        FLAG.store(true, Ordering::SeqCst);
+        assert_eq!(blocked_read(&ours), 0);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert_eq!(watch.finish(), Some(Cut::Interrupt));
+    }
+
+    #[test]
+    fn a_statement_answered_in_time_is_left_alone() {
+        let (ours, server) = socket_pair();
+        let watch = watch_sockets(
+            &[ours.as_raw_fd()],
+            Instant::now() + Duration::from_secs(60),
+            None,
+        );
+        // SAFETY: writes one byte from a live buffer.
+        unsafe { libc::write(server.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        assert_eq!(blocked_read(&ours), 1);
+        assert_eq!(watch.finish(), None);
+        // SAFETY: as above.
+        unsafe { libc::write(server.as_raw_fd(), b"y".as_ptr().cast(), 1) };
+        assert_eq!(blocked_read(&ours), 1, "still connected");
+    }
+
+    fn close_on_exec(fd: RawFd) -> bool {
+        // SAFETY: fcntl on an open descriptor.
+        unsafe { libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC != 0 }
+    }
+
+    fn inheritable(fd: RawFd) {
+        // SAFETY: fcntl on an open descriptor.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        assert!(!close_on_exec(fd));
+    }
+
+    #[test]
+    fn sockets_connected_to_a_unix_socket_path_or_from_a_local_port_are_made_close_on_exec() {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let dir = std::env::temp_dir().join(format!("cronlock-cloexec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.sock");
+        let _ = std::fs::remove_file(&path);
+        let _listener = UnixListener::bind(&path).unwrap();
+        let client = UnixStream::connect(&path).unwrap();
+        let other = UnixStream::connect(&path).unwrap();
+        inheritable(client.as_raw_fd());
+        close_on_exec_sockets(SocketMatch::UnixPeer(&dir.join("elsewhere.sock")));
+        assert!(!close_on_exec(client.as_raw_fd()), "another path");
+        close_on_exec_sockets(SocketMatch::UnixPeer(&path));
+        assert!(close_on_exec(client.as_raw_fd()));
+        assert!(close_on_exec(other.as_raw_fd()));
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        inheritable(tcp.as_raw_fd());
+        close_on_exec_sockets(SocketMatch::LocalPort(tcp.local_addr().unwrap().port()));
+        assert!(close_on_exec(tcp.as_raw_fd()));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

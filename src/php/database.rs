@@ -28,6 +28,7 @@ const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
 const PDO_ATTR_DRIVER_NAME: i64 = 16;
 const PDO_ATTR_PERSISTENT: i64 = 12;
 const PDO_FETCH_NUM: i64 = 3;
+const MYSQLND_READ_TIMEOUT: &str = "mysqlnd.net_read_timeout";
 
 #[php_class]
 #[php(name = "CronLock\\Database")]
@@ -338,13 +339,16 @@ impl PdoSession {
 
 impl Session for PdoSession {
     fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Value>, SqlError> {
-        let pdo = self.pdo()?.shallow_clone();
-        // PDO cannot be called while an exception is pending (the
-        // request-shutdown sweep, cron_guard()'s way out of a throwing job).
-        if ExecutorGlobals::has_exception() {
-            return engine::with_exception_set_aside(|| self.query_silently(&pdo, sql, params));
-        }
-        self.query_silently(&pdo, sql, params)
+        self.run(sql, params, None)
+    }
+
+    fn wait_query(
+        &mut self,
+        sql: &str,
+        params: &[&str],
+        slice: std::time::Duration,
+    ) -> Result<Vec<Value>, SqlError> {
+        self.run(sql, params, Some(slice))
     }
 
     fn in_transaction(&mut self) -> bool {
@@ -381,6 +385,43 @@ impl Session for PdoSession {
 }
 
 impl PdoSession {
+    /// One statement; on a connection of the lock's own it is watched (see
+    /// [`database::watch_statement`]), so a server that stops answering
+    /// cannot block it for ever: the connection is then cut and closed.
+    /// The user's PDO is never cut.
+    fn run(
+        &mut self,
+        sql: &str,
+        params: &[&str],
+        slice: Option<std::time::Duration>,
+    ) -> Result<Vec<Value>, SqlError> {
+        let pdo = self.pdo()?.shallow_clone();
+        let watch = match &self.connection {
+            Connection::Own(OwnConnection {
+                open: Some(open), ..
+            }) => Some(database::watch_statement(
+                &open.fds,
+                slice,
+                super::shim::vm_interrupt_flag(),
+            )),
+            _ => None,
+        };
+        // PDO cannot be called while an exception is pending (the
+        // request-shutdown sweep, cron_guard()'s way out of a throwing job).
+        let result = if ExecutorGlobals::has_exception() {
+            engine::with_exception_set_aside(|| self.query_silently(&pdo, sql, params))
+        } else {
+            self.query_silently(&pdo, sql, params)
+        };
+        if let Some(watch) = watch {
+            if let Err(cut) = watch.finish(self.flavor) {
+                self.disconnect();
+                return Err(cut);
+            }
+        }
+        result
+    }
+
     /// One statement with PDO in silent error mode, read back through
     /// errorInfo(): an exception thrown by a PDO call makes the engine drop
     /// a signal handler that is due when the call returns (it cannot call
@@ -600,8 +641,18 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
         .password
         .as_deref()
         .map_or(Zval::null(), |p| p.into_zval(false).unwrap_or_default());
+    // mysqlnd bounds each read of a connection by the read timeout it had
+    // when it was opened: the bound for platforms without the statement
+    // watch, and for the handshake (the watch needs the connection's socket).
+    let read_timeout = (flavor == Flavor::MySql).then(|| {
+        let seconds = (database::ANSWER_GRACE.as_secs() + 2).to_string();
+        engine::ini_set_for_now(MYSQLND_READ_TIMEOUT, &seconds)
+    });
     let constructed =
         pdo.try_call_method("__construct", vec![&own.dsn, &user, &password, &options]);
+    if let Some(Some(previous)) = read_timeout {
+        engine::ini_set_for_now(MYSQLND_READ_TIMEOUT, &previous);
+    }
     if let Some(exception) = ExecutorGlobals::take_exception() {
         return Err(sql_error(&exception, true, &own.secrets));
     }
@@ -618,11 +669,16 @@ fn connect(own: &OwnConnection, flavor: Flavor) -> Result<OpenPdo, SqlError> {
         fds,
         opened_by: database::current_pid(),
     };
+    let watch = database::watch_statement(&open.fds, None, None);
     if flavor == Flavor::Postgres {
         // Lets the busy line of another host name this process.
         name_postgres_session(&open.pdo);
     }
     keep_session_while_idle(&open.pdo, flavor);
+    watch.finish(flavor).map_err(|cut| SqlError {
+        connecting: true,
+        ..cut
+    })?;
     Ok(open)
 }
 

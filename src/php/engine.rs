@@ -139,6 +139,14 @@ pub fn ini_string(name: &CStr) -> Option<std::ffi::OsString> {
     Some(std::ffi::OsStr::from_bytes(bytes).to_owned())
 }
 
+/// `ini_set($name, $value)`: the previous value, `None` when PHP has no
+/// such setting (its extension is not loaded) or refused the value.
+pub fn ini_set_for_now(name: &str, value: &str) -> Option<String> {
+    let ini_set = ZendCallable::try_from_name("ini_set").ok()?;
+    let previous = ini_set.try_call(vec![&name, &value]).ok()?;
+    previous.string()
+}
+
 /// One line through PHP's `error_log()`, so it goes wherever the user's
 /// `error_log` ini setting sends errors. Control characters (and Unicode
 /// line breaks) are escaped: the names, paths, holders and messages in it

@@ -46,6 +46,21 @@ bool cronlock_vm_interrupted(void)
 #endif
 }
 
+/* The address of this thread's EG(vm_interrupt), for a watchdog thread that
+ * reads it while this thread blocks in a statement; NULL on a thread PHP did
+ * not start. One byte: zend_atomic_bool from 8.2, zend_bool before. */
+_Static_assert(sizeof(((zend_executor_globals *) 0)->vm_interrupt) == 1,
+	"vm_interrupt is one byte");
+const void *cronlock_vm_interrupt_flag(void)
+{
+#ifdef ZTS
+	if (tsrm_get_ls_cache() == NULL) {
+		return NULL;
+	}
+#endif
+	return &EG(vm_interrupt);
+}
+
 /* ---------------------------------------------------------- object store */
 
 /* Calls visit() with every live object of this request's object store. */

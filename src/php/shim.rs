@@ -13,6 +13,7 @@ extern "C" {
     fn cronlock_php_api() -> u32;
     fn cronlock_php_zts() -> bool;
     fn cronlock_vm_interrupted() -> bool;
+    fn cronlock_vm_interrupt_flag() -> *const std::sync::atomic::AtomicBool;
     fn cronlock_each_object(visit: extern "C" fn(*mut zend_object));
     fn cronlock_on_post_startup(run: extern "C" fn());
     fn cronlock_function(name: *const c_char) -> *mut zend_function;
@@ -74,6 +75,17 @@ pub fn vm_interrupted() -> bool {
     // SAFETY: reads the current thread's executor globals; the shim answers
     // false on a thread that has none (ZTS).
     unsafe { cronlock_vm_interrupted() }
+}
+
+/// The engine's interrupt flag of this thread, for a watchdog thread to
+/// read while this one blocks; `None` on a thread PHP did not start.
+pub fn vm_interrupt_flag() -> Option<crate::lock::database::InterruptFlag> {
+    // SAFETY: the address of a field of this thread's executor globals.
+    let flag = unsafe { cronlock_vm_interrupt_flag() };
+    // SAFETY: the executor globals live as long as this PHP thread, and
+    // the flag is one byte the engine writes whole (the shim asserts its
+    // size); a watch is disarmed before the statement it guards returns.
+    (!flag.is_null()).then(|| unsafe { crate::lock::database::InterruptFlag::new(flag) })
 }
 
 /// Calls `visit` with every live object of this request (RSHUTDOWN).

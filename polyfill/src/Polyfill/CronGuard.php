@@ -32,7 +32,7 @@ final class CronGuard
     /** @return mixed */
     public static function run(callable $job, $lock, array $options)
     {
-        Args::options($options, ['wait', 'max_runtime', 'on_busy']);
+        Args::options($options, ['wait', 'max_runtime', 'on_busy', 'once_per']);
         $wait = Args::seconds($options, 'wait');
         $wait = $wait === null ? 0.0 : $wait;
         $maxRuntime = Args::seconds($options, 'max_runtime');
@@ -46,10 +46,33 @@ final class CronGuard
         if ($onBusy !== null && ($onBusy < 0 || $onBusy > 255)) {
             throw Args::value("\$options['on_busy']", 'must be an exit status between 0 and 255');
         }
+        $oncePer = Args::seconds($options, 'once_per');
+        if ($oncePer !== null && !($oncePer >= 0.001 && $oncePer <= Redis::MAX_TTL)) {
+            throw Args::value("\$options['once_per']", 'must be a number of seconds from 0.001 to 315360000 (10 years)');
+        }
         $lock = self::resolve($lock);
+        if ($oncePer !== null && !$lock instanceof Redis) {
+            $class = get_class($lock);
+            $class = substr($class, 0, (int) strcspn($class, "\0")); // an anonymous class's name as PHP shows it
+            throw Args::value("\$options['once_per']", "needs a lock with a TTL that can be left to expire at the window's end (CronLock\\Redis); $class has none");
+        }
 
         $alreadyHeld = $lock->isHeld();
-        $acquired = $lock->acquire($wait); // a backend failure propagates as it is (D7)
+        if ($oncePer === null) {
+            $acquired = $lock->acquire($wait); // a backend failure propagates as it is (D7)
+        } else {
+            // Only this acquire takes a window; the hold keeps its window's
+            // end, and releasing it leaves the key to expire then.
+            $setOncePer = \Closure::bind(function ($ms) {
+                $this->oncePerMs = $ms;
+            }, $lock, Redis::class);
+            $setOncePer(max(1, (int) ceil($oncePer * 1000)));
+            try {
+                $acquired = $lock->acquire($wait);
+            } finally {
+                $setOncePer(null);
+            }
+        }
         if (!$acquired) {
             $why = ($lock instanceof File || $lock instanceof Redis) ? Registry::takeRefusal(spl_object_hash($lock)) : null;
             if ($why === 'signal') {
@@ -81,13 +104,17 @@ final class CronGuard
             self::$active[$key] = [$lock, 1, self::$nextId];
             $hold = [$key, self::$nextId++];
         }
+        // finally, not after the call: a Fiber destroyed while suspended in
+        // the job unwinds through here without returning or throwing, and
+        // its guard ends then, as the extension's does. exit() and fatal
+        // errors skip finally: releaseAll() at shutdown covers them.
+        $returned = false;
         try {
             $result = $job($guard);
-        } catch (\Throwable $e) {
-            self::finish($hold, $lock, false);
-            throw $e;
+            $returned = true;
+        } finally {
+            self::finish($hold, $lock, $returned);
         }
-        self::finish($hold, $lock, true);
         return $result;
     }
 

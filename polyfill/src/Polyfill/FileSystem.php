@@ -52,12 +52,19 @@ final class FileSystem
                     if (self::lstatId($path) !== null) {
                         continue; // created by someone else meanwhile: open theirs
                     }
+                    if (self::underANonDirectory($path)) {
+                        $reason = self::osError('ENOTDIR'); // PHP says ENOENT there
+                    }
                     throw new LockException("cannot open lock file $shown: $reason");
                 }
                 $created = true;
             } else {
+                // What the extension's open(O_NOFOLLOW | O_RDWR) fails with.
                 if ($before['link']) {
-                    throw new LockException("cannot open lock file $shown: it is a symbolic link, which cronlock never follows");
+                    throw new LockException("cannot open lock file $shown: " . self::osError('ELOOP'));
+                }
+                if ($before['kind'] === 'a directory') {
+                    throw new LockException("cannot open lock file $shown: " . self::osError('EISDIR'));
                 }
                 if (!$before['regular']) {
                     throw new LockException("cannot use lock file $shown: not a regular file (it is {$before['kind']})");
@@ -116,10 +123,10 @@ final class FileSystem
         if ($uid !== $euid) {
             fclose($handle);
             throw new LockException(sprintf(
-                'lock file %s is owned by uid %d, who could hold it forever; it is in a world-writable directory: use a directory only you (uid %d) can write to',
+                'lock file %s is owned by uid %d, who could hold it forever; it is in the world-writable directory %s: remove it, or use a lock file in a directory that only trusted users can write to',
                 Args::cut($path),
                 $uid,
-                $euid
+                dirname($path)
             ));
         }
     }
@@ -240,6 +247,37 @@ final class FileSystem
             }
         }
         return false;
+    }
+
+    /** Whether a directory on the way to $path exists but is none (ENOTDIR). */
+    private static function underANonDirectory(string $path): bool
+    {
+        for ($dir = dirname($path); $dir !== '/' && $dir !== '.' && $dir !== ''; $dir = dirname($dir)) {
+            $st = @stat($dir);
+            if ($st !== false) {
+                return ($st['mode'] & 0170000) !== 0040000;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The C library's words for an errno, as the extension's messages show
+     * them: posix_strerror() where it can be asked (Linux numbers), else
+     * glibc's words.
+     */
+    public static function osError(string $name): string
+    {
+        $errors = [
+            'ELOOP' => [40, 'Too many levels of symbolic links'],
+            'EISDIR' => [21, 'Is a directory'],
+            'ENOTDIR' => [20, 'Not a directory'],
+        ];
+        list($errno, $words) = $errors[$name];
+        if (PHP_OS === 'Linux' && function_exists('posix_strerror')) {
+            return posix_strerror($errno);
+        }
+        return $words;
     }
 
     /** The OS reason of the last failed call, without PHP's "fopen(...): " prefix. */

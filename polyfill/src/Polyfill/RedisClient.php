@@ -24,17 +24,7 @@ abstract class RedisClient
     /** @throws \CronLock\LockException when neither phpredis nor predis is available */
     public static function open(RedisDsn $dsn, float $connectTimeout, float $readTimeout): self
     {
-        if (extension_loaded('redis') && class_exists('Redis', false)) {
-            $client = new PhpRedisClient();
-        } elseif (class_exists('Predis\Client')) {
-            $client = new PredisClient();
-        } else {
-            throw new \CronLock\LockException(
-                'CronLock\Redis in cronlock/polyfill needs a Redis client: install the phpredis extension '
-                . '(pecl install redis, or apt-get install php-redis) or predis (composer require predis/predis), '
-                . 'or load the cronlock extension'
-            );
-        }
+        $client = self::available() === 'phpredis' ? new PhpRedisClient() : new PredisClient();
         $client->dsn = $dsn;
         $client->connectTimeout = $connectTimeout;
         $client->readTimeout = $readTimeout;
@@ -42,8 +32,25 @@ abstract class RedisClient
         return $client;
     }
 
-    /** Which client library serves, for the renewer process. */
-    abstract public function library(): string;
+    /**
+     * The client library that serves: 'phpredis' when loaded, else 'predis'.
+     *
+     * @throws \CronLock\LockException when neither is available
+     */
+    public static function available(): string
+    {
+        if (extension_loaded('redis') && class_exists('Redis', false)) {
+            return 'phpredis';
+        }
+        if (class_exists('Predis\Client')) {
+            return 'predis';
+        }
+        throw new \CronLock\LockException(
+            'CronLock\Redis in cronlock/polyfill needs a Redis client: install the phpredis extension '
+            . '(pecl install redis, or apt-get install php-redis) or predis (composer require predis/predis), '
+            . 'or load the cronlock extension'
+        );
+    }
 
     /** @throws RedisFailure */
     abstract protected function connect();
@@ -181,11 +188,6 @@ final class PhpRedisClient extends RedisClient
     /** @var \Redis|null */
     private $redis;
 
-    public function library(): string
-    {
-        return 'phpredis';
-    }
-
     protected function connect()
     {
         $r = new \Redis();
@@ -266,11 +268,6 @@ final class PredisClient extends RedisClient
     /** @var \Predis\Client|null */
     private $client;
 
-    public function library(): string
-    {
-        return 'predis';
-    }
-
     protected function connect()
     {
         $d = $this->dsn;
@@ -340,10 +337,10 @@ final class PredisClient extends RedisClient
         }
     }
 
-    /** predis appends " [tcp://host:port]": the caller names the address itself. */
+    /** predis appends " [tcp://host:port]" or " [unix:/path]": the caller names the address itself. */
     private static function reason(\Exception $e): string
     {
-        return (string) preg_replace('/ \[[a-z]+:\/\/[^\]]*\]$/', '', $e->getMessage());
+        return (string) preg_replace('/ \[(?:tcp|tls|unix):[^\]]*\]$/', '', $e->getMessage());
     }
 
     public function close()

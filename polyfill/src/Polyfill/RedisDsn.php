@@ -39,13 +39,17 @@ final class RedisDsn
         if (trim($dsn) !== $dsn) {
             throw Args::value('$dsn', 'must not have leading or trailing spaces');
         }
+        // The reasons in parentheses are the redis crate's, which the extension shows.
         $bad = function ($why) {
             return Args::value('$dsn', "must look like redis://[[user]:password@]host[:port][/db], rediss://… or unix:///path/to/redis.sock ($why)");
         };
         if (!preg_match('#^([a-z][a-z0-9+.-]*)://(.*)$#is', $dsn, $m)) {
-            throw $bad('no scheme');
+            throw $bad('Redis URL did not parse');
         }
         $scheme = strtolower($m[1]);
+        // the redis crate's other names for them
+        $aliases = ['valkey' => 'redis', 'valkeys' => 'rediss', 'redis+unix' => 'unix', 'valkey+unix' => 'unix'];
+        $scheme = isset($aliases[$scheme]) ? $aliases[$scheme] : $scheme;
         $rest = $m[2];
         if (in_array($scheme, ['redis-sentinel', 'rediss-sentinel', 'redis-cluster', 'rediss-cluster'], true)) {
             throw new \CronLock\LockException("$scheme:// DSNs need the cronlock extension; cronlock/polyfill supports redis://, rediss:// and unix:// (one server)");
@@ -63,7 +67,7 @@ final class RedisDsn
         }
         if ($scheme === 'unix') {
             if ($rest === '' || $rest[0] !== '/') {
-                throw $bad('a socket path must be absolute');
+                throw $bad('Missing path');
             }
             $self->transport = 'unix';
             $self->host = rawurldecode($rest);
@@ -76,9 +80,12 @@ final class RedisDsn
             return $self;
         }
         if ($scheme !== 'redis' && $scheme !== 'rediss') {
-            throw $bad('unknown scheme');
+            throw $bad('Redis URL did not parse');
         }
         $self->transport = $scheme === 'rediss' ? 'tls' : 'tcp';
+        if ($scheme === 'rediss' && $hash !== false && $fragment !== 'insecure') {
+            throw $bad('only #insecure is supported as URL fragment');
+        }
         $self->insecure = $scheme === 'rediss' && $fragment === 'insecure';
         $slash = strpos($rest, '/');
         $authority = $slash === false ? $rest : substr($rest, 0, $slash);
@@ -99,15 +106,15 @@ final class RedisDsn
         if (preg_match('/^\[([0-9a-fA-F:.]+)\](?::([0-9]+))?$/', $authority, $hm)) {
             $self->host = $hm[1];
             $port = isset($hm[2]) ? $hm[2] : '';
-        } elseif (preg_match('/^([^:\[\]]+)(?::([0-9]*))?$/', $authority, $hm)) {
+        } elseif (preg_match('/^([^:\[\]<>\\\\^| ]+)(?::([0-9]*))?$/', $authority, $hm)) {
             $self->host = rawurldecode($hm[1]);
             $port = isset($hm[2]) ? $hm[2] : '';
         } else {
-            throw $bad('no valid host');
+            throw $bad($authority === '' && $at === false ? 'Missing hostname' : 'Redis URL did not parse');
         }
         if ($port !== '') {
-            if ((int) $port < 1 || (int) $port > 65535) {
-                throw $bad('invalid port number');
+            if (strlen($port) > 5 || (int) $port > 65535) {
+                throw $bad('Redis URL did not parse');
             }
             $self->port = (int) $port;
         }
@@ -125,7 +132,7 @@ final class RedisDsn
             throw Args::value('$dsn', 'must not name a negative database');
         }
         if (!(preg_match('/^[0-9]+\z/', $db) === 1) || strlen($db) > 9) {
-            throw $bad('invalid database number');
+            throw $bad('Invalid database number');
         }
         return (int) $db;
     }

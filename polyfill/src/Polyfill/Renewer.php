@@ -7,12 +7,15 @@ use CronLock\LockException;
 /**
  * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
  * lock object, with its own connection renews the key every ttl/3 with the
- * token-checked renew script while the lock is held ("HOLD <n> <token>"
+ * token-checked renew script while the lock is held ("HOLD <n> <token> <window end> <sent>"
  * until "IDLE" on its stdin). It learns everything, the password included,
  * on its stdin (never argv, which `ps` shows), and exits as soon as that
- * pipe closes: when the lock object goes away, and when this process dies
- * (kill -9 included), so a dead holder's key still expires within one TTL.
- * It reports each renewal ("RENEWED <n> <unix time until which the key is
+ * pipe closes (the lock object went away, or this process died), and before
+ * any renewal once this process is gone (kill -9 included) even while a
+ * pcntl_fork() child keeps the pipe open: it checks that its parent is still
+ * this process. So a dead holder's key still expires within one TTL.
+ * It says READY once it has read its job (the lock waits for that before
+ * it takes the key), then reports each renewal ("RENEWED <n> <unix time until which the key is
  * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
  * @internal
@@ -29,6 +32,10 @@ final class Renewer
     private $buffer = '';
     /** @var int */
     private $ownerPid;
+    /** @var string the PHP binary it runs on, for messages */
+    private $php = '';
+    /** @var bool it said READY */
+    private $ready = false;
 
     public static function start(RedisDsn $dsn, string $library, string $key, float $ttl, float $connectTimeout, float $readTimeout): self
     {
@@ -53,6 +60,7 @@ final class Renewer
             'library' => $library,
             'autoload' => self::predisAutoload($library),
             'dsn' => get_object_vars($dsn),
+            'owner' => $self->ownerPid,
             'key' => $key,
             'ttl' => $ttl,
             'connect_timeout' => $connectTimeout,
@@ -60,7 +68,52 @@ final class Renewer
         ];
         fwrite($self->in, json_encode($job) . "\n");
         fflush($self->in);
+        $self->php = $php;
         return $self;
+    }
+
+    /** Longest wait for a starting helper to say READY. */
+    const START_TIMEOUT = 10.0;
+
+    /**
+     * Waits for the helper's READY line (once); throws (and ends it) when it exits or stays silent.
+     *
+     * @throws LockException
+     */
+    public function awaitReady()
+    {
+        if ($this->ready) {
+            return;
+        }
+        $php = $this->php;
+        $deadline = microtime(true) + self::START_TIMEOUT;
+        while (($nl = strpos($this->buffer, "\n")) === false) {
+            $left = $deadline - microtime(true);
+            if ($left <= 0) {
+                $this->stop();
+                throw new LockException(sprintf('cannot start the auto-renew process (%s): it did not start within %d s', $php, self::START_TIMEOUT));
+            }
+            $read = [$this->out];
+            $none = null;
+            // (a pipe stream_select() cannot watch: short pauses instead)
+            if (@stream_select($read, $none, $none, 0, (int) (min($left, 0.05) * 1e6)) === false) {
+                usleep(5000);
+            }
+            $chunk = @fread($this->out, 8192);
+            if (is_string($chunk) && $chunk !== '') {
+                $this->buffer .= $chunk;
+            } elseif (feof($this->out)) {
+                $this->stop();
+                throw new LockException("cannot start the auto-renew process ($php): it exits at once");
+            }
+        }
+        $line = substr($this->buffer, 0, $nl);
+        $this->buffer = (string) substr($this->buffer, $nl + 1);
+        if ($line !== 'READY') {
+            $this->stop();
+            throw new LockException("cannot start the auto-renew process ($php): it said '" . addcslashes(Args::cut($line), "\0..\37") . "'");
+        }
+        $this->ready = true;
     }
 
     /** The file that makes predis autoloadable in the helper (Composer's, or predis' own). */
@@ -80,10 +133,19 @@ final class Renewer
         return is_file($auto) ? $auto : null;
     }
 
-    /** Renew $token from now on (it belongs to acquisition number $seq); false if the helper is gone. */
-    public function hold(int $seq, string $token): bool
+    /**
+     * Renew $token (it belongs to acquisition number $seq, whose script was sent at $sent,
+     * microtime), never shortening the key's life below $windowEnd (Unix ms of the server's
+     * clock; 0: no once-per window). The first renewal is due $ttl/3 after $sent (at once if
+     * that has passed).
+     *
+     * @return bool false if the helper is gone
+     * @throws LockException when it never became ready
+     */
+    public function hold(int $seq, string $token, int $windowEnd, float $sent): bool
     {
-        return @fwrite($this->in, "HOLD $seq $token\n") !== false && @fflush($this->in);
+        $this->awaitReady();
+        return @fwrite($this->in, sprintf("HOLD %d %s %d %.6F\n", $seq, $token, $windowEnd, $sent)) !== false && @fflush($this->in);
     }
 
     /** Stop renewing (the process stays for the next acquire). */

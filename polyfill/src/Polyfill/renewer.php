@@ -2,7 +2,9 @@
 
 // The auto-renew helper process of cronlock/polyfill's CronLock\Redis (see
 // Renewer.php). Reads its job as one JSON line on stdin; renews every ttl/3;
-// exits when stdin closes (released, or the holder died) or the key is lost.
+// exits when stdin closes (released, or the holder died), when the process
+// that took the lock is gone (a fork child of it may keep stdin open), or
+// the key is lost.
 
 spl_autoload_register(static function ($class) {
     if (strncmp($class, 'CronLock\\Polyfill\\', 18) === 0) {
@@ -39,19 +41,36 @@ $dsn = new CronLock\Polyfill\RedisDsn();
 foreach ($job['dsn'] as $field => $value) {
     $dsn->$field = $value;
 }
+// The process that took the lock is our parent (proc_open() exec'ed us):
+// once it is gone we are reparented, and renew no more, as the extension's
+// renewer thread dies with its process. Where our parent cannot be read, or
+// is not the owner to begin with, only stdin closing ends us.
+$parentPid = static function () {
+    if (function_exists('posix_getppid')) {
+        return posix_getppid();
+    }
+    $stat = @file_get_contents('/proc/self/stat');
+    $paren = is_string($stat) ? strrpos($stat, ')') : false;
+    if ($paren === false) {
+        return null;
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses
+    $fields = explode(' ', substr($stat, $paren + 2));
+    return isset($fields[1]) ? (int) $fields[1] : null;
+};
+$owner = (int) $job['owner'];
+$watchOwner = $parentPid() === $owner;
+$ownerGone = static function () use ($watchOwner, $parentPid, $owner) {
+    return $watchOwner && $parentPid() !== $owner;
+};
 $ttl = (float) $job['ttl'];
+echo "READY\n";
 $period = $ttl / 3;
 $ttlMs = (string) max(1, (int) ceil($ttl * 1000));
-$renew = "
--- KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-";
 $client = null;
 $token = null;   // what we renew now; null: idle
 $seq = 0;
+$windowEnd = '0'; // the once-per window's end in ms, below which a renewal never shortens the key's life
 $validUntil = 0.0;
 $next = 0.0;
 while (true) {
@@ -61,7 +80,8 @@ while (true) {
         $read = [STDIN];
         $none = null;
         if ($token === null) {
-            $ready = @stream_select($read, $none, $none, null);
+            // idle: wake up now and then to see whether the owner is gone
+            $ready = @stream_select($read, $none, $none, $watchOwner ? 1 : null);
         } else {
             $left = max(0.0, $next - microtime(true));
             $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
@@ -81,14 +101,21 @@ while (true) {
         while (($nl = strpos($pending, "\n")) !== false) {
             $f = explode(' ', substr($pending, 0, $nl));
             $pending = (string) substr($pending, $nl + 1);
-            if ($f[0] === 'HOLD' && count($f) === 3) {
-                list(, $seq, $token) = $f;
-                $validUntil = microtime(true) + $ttl;
-                $next = microtime(true) + $period;
+            if ($f[0] === 'HOLD' && count($f) === 5) {
+                list(, $seq, $token, $windowEnd, $sent) = $f;
+                // counted from when the acquire was sent, as the holder counts
+                $validUntil = (float) $sent + $ttl;
+                $next = (float) $sent + $period;
             } elseif ($f[0] === 'IDLE') {
                 $token = null;
             }
         }
+        continue;
+    }
+    if ($ownerGone()) {
+        exit(0); // the holder died (kill -9): its key expires by its TTL
+    }
+    if ($token === null) {
         continue;
     }
     $sent = microtime(true);
@@ -96,7 +123,7 @@ while (true) {
         if ($client === null) {
             $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
         }
-        if ((int) $client->script($renew, [$job['key']], [$token, $ttlMs]) !== 1) {
+        if ((int) $client->script(CronLock\Polyfill\Scripts::RENEW_LUA, [$job['key']], [$token, $ttlMs, $windowEnd]) !== 1) {
             echo "LOST $seq\n";
             $token = null;
             continue;

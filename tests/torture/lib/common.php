@@ -359,20 +359,63 @@ final class Pids
     }
 }
 
-/** A redis-server of our own on a free loopback port, stopped by pid. */
+/**
+ * Runs tests/redis-harness (the one harness that starts every Redis server of
+ * the test suites; see the comment at its top). Returns the lines it printed.
+ *
+ * @return list<string>
+ */
+function redis_harness(string ...$args): array
+{
+    $proc = proc_open([T::$root . '/tests/redis-harness', ...$args], [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
+    if ($proc === false) {
+        throw new \RuntimeException('cannot run tests/redis-harness');
+    }
+    $out = (string) stream_get_contents($pipes[1]);
+    $err = (string) stream_get_contents($pipes[2]);
+    fclose($pipes[1]);
+    fclose($pipes[2]);
+    if (($rc = proc_close($proc)) !== 0) {
+        throw new \RuntimeException('redis-harness ' . implode(' ', $args) . " failed ($rc): " . trim($err));
+    }
+    return $out === '' ? [] : explode("\n", rtrim($out, "\n"));
+}
+
+/**
+ * The node lines of the harness's facts, by name.
+ *
+ * @param list<string> $lines
+ * @return array<string, array{role: string, port: int, pid: int}>
+ */
+function redis_nodes(array $lines): array
+{
+    $nodes = [];
+    foreach ($lines as $line) {
+        $w = explode(' ', $line);
+        if ($w[0] === 'node' && count($w) === 6) {
+            $nodes[$w[1]] = ['role' => $w[2], 'port' => (int) $w[3], 'pid' => (int) $w[4]];
+        }
+    }
+    return $nodes;
+}
+
+/**
+ * A redis-server of our own (DEBUG allowed) on a free loopback port in $dir,
+ * started and stopped by pid through tests/redis-harness. Only the process
+ * that made the object starts, kills or stops it: a pcntl_fork() child's
+ * shutdown functions must not stop the parent's server.
+ */
 final class RedisServer
 {
-    public int $port;
-    public ?Proc $proc = null;
-    public string $dir;
+    public int $port = 0;
+    private int $owner;
 
-    public function __construct(string $dir)
+    public function __construct(public string $dir)
     {
-        $this->dir = $dir;
-        @mkdir($dir, 0700, true);
-        $this->port = self::freePort();
+        $this->owner = getmypid();
     }
 
+    /** A port nothing listens on (for "connection refused" inputs). */
     public static function freePort(): int
     {
         for ($i = 0; $i < 50; $i++) {
@@ -383,7 +426,6 @@ final class RedisServer
             $name = stream_socket_get_name($s, false);
             fclose($s);
             $port = (int) substr($name, strrpos($name, ':') + 1);
-            // stay clear of ports another test may be starting a server on
             if ($port > 1024) {
                 return $port;
             }
@@ -391,30 +433,14 @@ final class RedisServer
         throw new \RuntimeException('no free port');
     }
 
+    /** The first time: a new server; after kill(): the same port again, empty. */
     public function start(): void
     {
-        for ($attempt = 0; $attempt < 5; $attempt++) {
-            $this->proc = new Proc([
-                'redis-server', '--port', (string) $this->port, '--bind', '127.0.0.1',
-                '--save', '', '--appendonly', 'no', '--dir', $this->dir,
-                '--logfile', $this->dir . '/redis.log', '--daemonize', 'no',
-                '--enable-debug-command', 'local',
-            ], null, null, false);
-            file_put_contents($this->dir . '/redis.pid', (string) $this->proc->pid);
-            $end = microtime(true) + 30;
-            while (microtime(true) < $end && $this->proc->running()) {
-                try {
-                    if ((new Resp($this->port, 1.0))->cmd('PING') === 'PONG') {
-                        return;
-                    }
-                } catch (\Throwable) {
-                }
-                usleep(20000);
-            }
-            $this->kill();
-            $this->port = self::freePort();
-        }
-        throw new \RuntimeException('redis-server did not start: ' . @file_get_contents($this->dir . '/redis.log'));
+        clearstatcache();
+        $lines = is_file("$this->dir/harness.state")
+            ? redis_harness('restart', $this->dir, 'n0')
+            : redis_harness('start', 'single', $this->dir, '--debug');
+        $this->port = redis_nodes($lines)['n0']['port'];
     }
 
     public function dsn(): string
@@ -422,33 +448,120 @@ final class RedisServer
         return "redis://127.0.0.1:{$this->port}";
     }
 
-    /** SIGKILL, like a crash; the port stays ours for restart(). */
+    /** SIGKILL, like a crash; the port stays ours for start(). */
     public function kill(): void
     {
-        if ($this->proc !== null) {
-            $this->proc->kill(9);
-            $this->proc->wait(30);
-            $this->proc->close();
-            $this->proc = null;
+        if (getmypid() === $this->owner) {
+            redis_harness('kill', $this->dir, 'n0');
         }
     }
 
+    /** Stops the server and removes its directory. */
     public function stop(): void
     {
-        if ($this->proc !== null) {
-            $this->proc->kill(15);
-            if (!$this->proc->wait(10)) {
-                $this->proc->kill(9);
-                $this->proc->wait(30);
-            }
-            $this->proc->close();
-            $this->proc = null;
+        clearstatcache();
+        if (getmypid() === $this->owner && is_file("$this->dir/harness.state")) {
+            redis_harness('stop', $this->dir);
         }
     }
 
     public function client(float $timeout = 5.0): Resp
     {
         return new Resp($this->port, $timeout);
+    }
+}
+
+/**
+ * A Sentinel (master, replicas, three sentinels watching 'mymaster') or a
+ * three-master Cluster of our own in $dir, through tests/redis-harness.
+ */
+final class RedisTopology
+{
+    public string $dsn;
+    /** @var array<string, array{role: string, port: int, pid: int}> */
+    public array $nodes;
+    private int $owner;
+
+    /** @param string $kind 'sentinel' or 'cluster' */
+    public function __construct(public string $dir, string $kind, string ...$options)
+    {
+        $this->owner = getmypid();
+        $lines = redis_harness('start', $kind, $dir, ...$options);
+        $this->nodes = redis_nodes($lines);
+        foreach ($lines as $line) {
+            if (str_starts_with($line, 'dsn ')) {
+                $this->dsn = substr($line, 4);
+            }
+        }
+    }
+
+    /** Sentinel: the name of the node the sentinels name as the master now. */
+    public function master(): string
+    {
+        return array_key_first(redis_nodes(redis_harness('master', $this->dir)));
+    }
+
+    /** Sentinel: SENTINEL FAILOVER, until it is done; the new master's name. */
+    public function failover(): string
+    {
+        return array_key_first(redis_nodes(redis_harness('failover', $this->dir)));
+    }
+
+    /** Sentinel: after a kill of master $old, the new master's name once the sentinels agree. */
+    public function awaitMaster(string $old): string
+    {
+        return array_key_first(redis_nodes(redis_harness('await-master', $this->dir, $old)));
+    }
+
+    public function kill(string $node): void
+    {
+        redis_harness('kill', $this->dir, $node);
+    }
+
+    /** Starts $node again, same port and arguments (empty: nothing was persisted). */
+    public function restart(string $node): void
+    {
+        $this->nodes[$node]['pid'] = redis_nodes(redis_harness('restart', $this->dir, $node))[$node]['pid'];
+    }
+
+    /** Cluster: the node that serves $key (the one that answers without MOVED). */
+    public function ownerOf(string $key): string
+    {
+        foreach (array_keys($this->nodes) as $node) {
+            try {
+                $this->client($node)->cmd('EXISTS', $key);
+                return $node;
+            } catch (\RuntimeException) {
+            }
+        }
+        throw new \RuntimeException("no node serves $key");
+    }
+
+    /** Cluster: until every node says cluster_state:ok (30 s at most). */
+    public function awaitClusterOk(): void
+    {
+        $deadline = microtime(true) + 30;
+        foreach (array_keys($this->nodes) as $node) {
+            while (!str_contains((string) $this->client($node)->cmd("CLUSTER", "INFO"), "cluster_state:ok")) {
+                if (microtime(true) > $deadline) {
+                    throw new \RuntimeException('the cluster did not become ok within 30 s');
+                }
+                usleep(100_000);
+            }
+        }
+    }
+
+    public function client(string $node, float $timeout = 5.0): Resp
+    {
+        return new Resp($this->nodes[$node]['port'], $timeout);
+    }
+
+    public function stop(): void
+    {
+        clearstatcache();
+        if (getmypid() === $this->owner && is_file("$this->dir/harness.state")) {
+            redis_harness('stop', $this->dir);
+        }
     }
 }
 

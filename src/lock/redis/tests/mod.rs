@@ -14,7 +14,6 @@ use redis::{Connection, IntoConnectionInfo};
 use server::{raw_client, Listen, TestServer, ENV_LOCK};
 use std::collections::HashSet;
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -847,19 +846,7 @@ fn a_waiter_rides_out_a_server_restart() {
     thread::sleep(Duration::from_millis(300));
     server.kill();
     thread::sleep(Duration::from_millis(700));
-    let port = server.port.to_string();
-    let restarted = Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .args(["--port", &port])
-        .arg("--dir")
-        .arg(&server.dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    server.child = restarted;
-    assert!(server.wait_until_ready());
+    server.restart();
     let (acquired, waiter) = waiting.join().unwrap();
     assert_eq!(acquired, Ok(true));
     assert_eq!(get(&mut server.raw(), "job").as_deref(), waiter.token());
@@ -1078,11 +1065,7 @@ fn a_key_of_the_wrong_type_is_an_error_not_busy() {
 /// answer, and the script runs once the server resumes. Returns the value
 /// the key holds then: the token of the unanswered acquire.
 fn acquire_through_a_stall(server: &TestServer, lock: &mut RedisLock) -> String {
-    let pid = libc::pid_t::try_from(server.child.id()).unwrap();
-    let signal = |signal| {
-        // SAFETY: `pid` is our own redis-server child.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
-    };
+    let signal = |signal| server.signal(signal);
     // Connected: the acquire's script is sent before the stall shows.
     assert_eq!(lock.acquire(Wait::Once), Ok(true));
     assert_eq!(lock.release(), Ok(true));

@@ -1,11 +1,7 @@
 //! Redlock against three (or more) independent redis-servers.
 
-use super::server::TestServer;
+use super::server::{masters, TestServer};
 use super::*;
-
-fn masters(count: usize) -> Vec<TestServer> {
-    (0..count).map(|_| TestServer::start()).collect()
-}
 
 fn dsns(servers: &[TestServer]) -> Vec<String> {
     servers.iter().map(TestServer::raw_dsn).collect()
@@ -25,9 +21,7 @@ fn quick() -> RedisOptions {
 }
 
 fn signal(server: &TestServer, signal: libc::c_int) {
-    let pid = libc::pid_t::try_from(server.child.id()).unwrap();
-    // SAFETY: kill(2) on a child process this test started.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    server.signal(signal);
 }
 
 #[test]

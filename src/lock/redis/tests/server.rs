@@ -1,15 +1,16 @@
-//! A redis-server of our own per test, and a plain client for checks.
+//! Redis servers of our own, started by `tests/redis-harness` (the one
+//! harness the Rust tests, the PHPUnit suite and the torture suite share),
+//! and a plain client for checks.
 
 use crate::lock::sys;
 use parking_lot::Mutex;
 use redis::{Client, Connection};
-use std::fs;
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Serializes the tests that set `SSL_CERT_FILE` or fork: a child forked
 /// while another thread holds std's environment lock would deadlock.
@@ -22,11 +23,118 @@ pub(super) enum Listen {
     Tls,
 }
 
-/// A redis-server of our own on a free port, killed by pid on drop.
+/// One topology the harness started in a temp dir of its own; the harness
+/// stops every node by pid and removes the dir when the last handle goes.
+struct Harness {
+    dir: PathBuf,
+}
+
+/// A node line of the harness's facts: `node NAME ROLE PORT PID NODEDIR`.
+struct NodeFact {
+    name: String,
+    port: u16,
+    pid: libc::pid_t,
+    node_dir: PathBuf,
+}
+
+impl Harness {
+    /// `tests/redis-harness start KIND… DIR OPTIONS…`: the handle and the
+    /// node lines of the facts it printed.
+    fn start(kind: &[&str], options: &[&str]) -> (Arc<Harness>, Vec<NodeFact>) {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // scripts/test reaps what a crashed run left under CRONLOCK_TEST_TMP.
+        let base = std::env::var_os("CRONLOCK_TEST_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!(
+            "cronlock-redis-test-{}-{}",
+            sys::current_pid(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut args: Vec<&str> = vec!["start"];
+        args.extend_from_slice(kind);
+        let dir_arg = dir.to_str().expect("a UTF-8 temp dir");
+        args.push(dir_arg);
+        args.extend_from_slice(options);
+        let facts = run_harness(&args);
+        let harness = Arc::new(Harness {
+            dir: facts
+                .lines()
+                .find_map(|line| line.strip_prefix("dir "))
+                .map(PathBuf::from)
+                .unwrap_or(dir),
+        });
+        (harness, node_facts(&facts))
+    }
+
+    fn run(&self, command: &str, node: Option<&str>) -> String {
+        let dir = self.dir.to_str().unwrap();
+        let mut args = vec![command, dir];
+        args.extend(node);
+        run_harness(&args)
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let dir = self.dir.to_str().unwrap();
+        let stopped = Command::new(harness_path())
+            .args(["stop", dir])
+            .stdin(Stdio::null())
+            .status();
+        if !matches!(stopped, Ok(status) if status.success()) && !thread::panicking() {
+            panic!("tests/redis-harness stop {dir} failed");
+        }
+    }
+}
+
+fn harness_path() -> &'static str {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/redis-harness")
+}
+
+/// Runs the harness; its stdout, or a panic with its stderr.
+fn run_harness(args: &[&str]) -> String {
+    let output = Command::new(harness_path())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tests/redis-harness needs php on PATH");
+    assert!(
+        output.status.success(),
+        "tests/redis-harness {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn node_facts(facts: &str) -> Vec<NodeFact> {
+    facts
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split(' ').collect();
+            match words.as_slice() {
+                ["node", name, _role, port, pid, node_dir] => Some(NodeFact {
+                    name: (*name).to_owned(),
+                    port: port.parse().unwrap(),
+                    pid: pid.parse().unwrap(),
+                    node_dir: PathBuf::from(node_dir),
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// A redis-server of our own on a free loopback port, stopped by pid when
+/// the last handle on its topology goes.
 pub(super) struct TestServer {
-    pub(super) child: Child,
+    harness: Arc<Harness>,
+    name: String,
+    node_dir: PathBuf,
+    /// The topology's dir: TLS servers have `ca.crt` and `other-ca.crt` in it.
     pub(super) dir: PathBuf,
     pub(super) port: u16,
+    pub(super) pid: libc::pid_t,
     pub(super) listen: Listen,
     /// `user:password@` or empty, for the raw client.
     pub(super) auth: String,
@@ -37,82 +145,51 @@ impl TestServer {
         Self::start_with(Listen::Tcp, "", &[])
     }
 
+    /// `extra`: redis-server arguments; a `--requirepass PW` among them is
+    /// told to the harness, which must authenticate to see the server up.
     pub(super) fn start_with(listen: Listen, auth: &str, extra: &[&str]) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        // Another process may take the free port before redis binds it.
-        for _ in 0..5 {
-            let dir = std::env::temp_dir().join(format!(
-                "cronlock-redis-test-{}-{}",
-                sys::current_pid(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            fs::create_dir_all(&dir).unwrap();
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|listener| listener.local_addr())
-                .unwrap()
-                .port()
-                .to_string();
-            let mut command = Command::new("redis-server");
-            command
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(dir.join("redis.log"));
-            match listen {
-                Listen::Tcp => command.args(["--port", &port]),
-                Listen::Unix => command
-                    .args(["--port", "0", "--unixsocket"])
-                    .arg(dir.join("redis.sock")),
-                Listen::Tls => {
-                    make_certificates(&dir);
-                    command
-                        .args(["--port", "0", "--tls-port", &port])
-                        .args(["--tls-auth-clients", "no"])
-                        .arg("--tls-cert-file")
-                        .arg(dir.join("server.crt"))
-                        .arg("--tls-key-file")
-                        .arg(dir.join("server.key"))
-                        .arg("--tls-ca-cert-file")
-                        .arg(dir.join("ca.crt"))
+        let mut options: Vec<String> = match listen {
+            Listen::Tcp => vec![],
+            Listen::Unix => vec!["--unix".into()],
+            Listen::Tls => vec!["--tls".into()],
+        };
+        let mut rest = Vec::new();
+        let mut args = extra.iter();
+        while let Some(&arg) = args.next() {
+            match (arg, args.as_slice().first()) {
+                ("--requirepass", Some(password)) => {
+                    options.push(format!("--requirepass={password}"));
+                    args.next();
                 }
-            };
-            let child = command
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be installed");
-            let mut server = TestServer {
-                child,
-                dir,
-                port: port.parse().unwrap(),
-                listen,
-                auth: auth.to_owned(),
-            };
-            if server.wait_until_ready() {
-                return server;
+                _ => rest.push(arg.to_owned()),
             }
         }
-        panic!("redis-server did not start");
+        options.push("--".into());
+        options.extend(rest);
+        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        let (harness, nodes) = Harness::start(&["single"], &options);
+        Self::nodes(&harness, nodes, listen, auth).remove(0)
     }
 
-    pub(super) fn wait_until_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.child.try_wait().unwrap().is_some() {
-                return false;
-            }
-            let client = Client::open(self.raw_dsn()).unwrap();
-            if let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) {
-                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                    return true;
-                }
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        false
+    fn nodes(
+        harness: &Arc<Harness>,
+        facts: Vec<NodeFact>,
+        listen: Listen,
+        auth: &str,
+    ) -> Vec<TestServer> {
+        facts
+            .into_iter()
+            .map(|fact| TestServer {
+                harness: Arc::clone(harness),
+                name: fact.name,
+                node_dir: fact.node_dir,
+                dir: harness.dir.clone(),
+                port: fact.port,
+                pid: fact.pid,
+                listen,
+                auth: auth.to_owned(),
+            })
+            .collect()
     }
 
     /// The address, credentials and database of the raw client; TLS
@@ -120,26 +197,35 @@ impl TestServer {
     pub(super) fn raw_dsn(&self) -> String {
         match self.listen {
             Listen::Tcp => format!("redis://{}127.0.0.1:{}", self.auth, self.port),
-            Listen::Unix => format!("unix://{}", self.dir.join("redis.sock").display()),
+            Listen::Unix => format!("unix://{}", self.socket().display()),
             Listen::Tls => format!("rediss://{}127.0.0.1:{}/#insecure", self.auth, self.port),
         }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.node_dir.join("redis.sock")
     }
 
     pub(super) fn raw(&self) -> Connection {
         raw_client(&self.raw_dsn())
     }
 
+    /// SIGKILL, like a crash; returns once the process is gone.
     pub(super) fn kill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+        self.harness.run("kill", Some(&self.name));
     }
-}
 
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
+    /// Starts the server again on the same port, empty.
+    pub(super) fn restart(&mut self) {
+        let facts = self.harness.run("restart", Some(&self.name));
+        self.pid = node_facts(&facts)[0].pid;
+    }
+
+    /// kill(2) on the server (SIGSTOP, SIGCONT…).
+    pub(super) fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on the pid of a redis-server this test started
+        // (the harness reported it and it is not stopped yet).
+        assert_eq!(unsafe { libc::kill(self.pid, signal) }, 0);
     }
 }
 
@@ -150,92 +236,14 @@ pub(super) fn raw_client(dsn: &str) -> Connection {
         .unwrap()
 }
 
-/// A private CA (`ca.crt`), a server certificate it signed for
-/// 127.0.0.1 and localhost, and an unrelated CA (`other-ca.crt`).
-fn make_certificates(dir: &std::path::Path) {
-    let openssl = |args: &[&str]| {
-        let status = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("the TLS tests need the openssl CLI (apt-get install -y openssl)");
-        assert!(status.success(), "openssl {args:?} failed");
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    for ca in ["ca", "other-ca"] {
-        let (key, crt, subject) = (
-            format!("{ca}.key"),
-            format!("{ca}.crt"),
-            format!("/CN={ca}"),
-        );
-        openssl(
-            &[
-                &["req", "-x509", "-days", "2", "-subj", &subject][..],
-                &ec,
-                &[
-                    "-keyout",
-                    &key,
-                    "-out",
-                    &crt,
-                    "-addext",
-                    "basicConstraints=critical,CA:TRUE",
-                    "-addext",
-                    "keyUsage=critical,keyCertSign,cRLSign",
-                ],
-            ]
-            .concat(),
-        );
-    }
-    openssl(
-        &[
-            &["req", "-subj", "/CN=localhost"][..],
-            &ec,
-            &["-keyout", "server.key", "-out", "server.csr"],
-        ]
-        .concat(),
-    );
-    fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n\
-         basicConstraints=critical,CA:FALSE\n\
-         keyUsage=critical,digitalSignature\n\
-         extendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-set_serial",
-        "2",
-        "-days",
-        "2",
-        "-extfile",
-        "server.ext",
-        "-out",
-        "server.crt",
-    ]);
+/// `count` independent masters, for Redlock.
+pub(super) fn masters(count: usize) -> Vec<TestServer> {
+    let (harness, nodes) = Harness::start(&["redlock", &count.to_string()], &[]);
+    TestServer::nodes(&harness, nodes, Listen::Tcp, "")
 }
 
-/// A redis-server in sentinel mode, from a config file of its own (sentinels
-/// rewrite it), killed by pid on drop.
+/// A redis-server in sentinel mode.
 pub(super) struct SentinelProcess {
-    child: Child,
-    dir: PathBuf,
     pub(super) port: u16,
 }
 
@@ -245,58 +253,27 @@ impl SentinelProcess {
     }
 }
 
-impl Drop for SentinelProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// A master, `replicas` replicas and three sentinels watching the master as
 /// `mymaster` (quorum 2, down after 1 s).
 pub(super) struct SentinelSetup {
+    harness: Arc<Harness>,
     pub(super) servers: Vec<TestServer>,
     pub(super) sentinels: Vec<SentinelProcess>,
 }
 
 impl SentinelSetup {
     pub(super) fn start(replicas: usize) -> Self {
-        let master = TestServer::start();
-        let master_port = master.port.to_string();
-        let mut servers = vec![master];
-        for _ in 0..replicas {
-            servers.push(TestServer::start_with(
-                Listen::Tcp,
-                "",
-                &["--replicaof", "127.0.0.1", &master_port],
-            ));
+        let (harness, nodes) = Harness::start(&["sentinel"], &[&format!("--replicas={replicas}")]);
+        let (sentinels, data): (Vec<NodeFact>, Vec<NodeFact>) =
+            nodes.into_iter().partition(|n| n.name.starts_with('s'));
+        SentinelSetup {
+            servers: TestServer::nodes(&harness, data, Listen::Tcp, ""),
+            sentinels: sentinels
+                .into_iter()
+                .map(|n| SentinelProcess { port: n.port })
+                .collect(),
+            harness,
         }
-        let sentinels = (0..3).map(|_| start_sentinel(&master_port)).collect();
-        let setup = SentinelSetup { servers, sentinels };
-        // Until every sentinel knows the replicas (failover needs them).
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            let ready = setup.sentinels.iter().all(|sentinel| {
-                let replicas: Vec<redis::Value> = redis::cmd("SENTINEL")
-                    .arg(&["replicas", "mymaster"])
-                    .query(&mut sentinel.raw())
-                    .unwrap_or_default();
-                replicas.len() >= setup.servers.len() - 1
-            });
-            let linked = setup.servers[1..].iter().all(|replica| {
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query(&mut replica.raw())
-                    .unwrap_or_default();
-                info.contains("master_link_status:up")
-            });
-            if ready && linked {
-                return setup;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        panic!("the sentinels did not see the replicas");
     }
 
     pub(super) fn dsn(&self) -> String {
@@ -322,95 +299,18 @@ impl SentinelSetup {
     }
 
     /// `SENTINEL FAILOVER`, then waits until every sentinel names another
-    /// master and it answers as one.
+    /// master, it answers as one and the other nodes replicate it.
     pub(super) fn fail_over(&self) -> u16 {
-        let old = self.master_port();
-        let _: () = redis::cmd("SENTINEL")
-            .arg(&["failover", "mymaster"])
-            .query(&mut self.sentinels[0].raw())
-            .unwrap();
-        self.await_new_master(old)
+        node_facts(&self.harness.run("failover", None))[0].port
     }
 
+    /// After a kill of the master on `old`: waits until every sentinel names
+    /// another master and it answers as one.
     pub(super) fn await_new_master(&self, old: u16) -> u16 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            let named: Vec<u16> = self
-                .sentinels
-                .iter()
-                .filter_map(|s| {
-                    redis::cmd("SENTINEL")
-                        .arg(&["get-master-addr-by-name", "mymaster"])
-                        .query::<(String, u16)>(&mut s.raw())
-                        .ok()
-                        .map(|(_, port)| port)
-                })
-                .collect();
-            if named.len() == 3 && named.iter().all(|&p| p != old && p == named[0]) {
-                let role: Vec<redis::Value> = redis::cmd("ROLE")
-                    .query(&mut self.server_on(named[0]).raw())
-                    .unwrap_or_default();
-                if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
-                    return named[0];
-                }
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        panic!("no failover within 30 s");
+        let dir = self.harness.dir.to_str().unwrap();
+        let old = &self.server_on(old).name;
+        node_facts(&run_harness(&["await-master", dir, old]))[0].port
     }
-}
-
-fn start_sentinel(master_port: &str) -> SentinelProcess {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    for _ in 0..5 {
-        let dir = std::env::temp_dir().join(format!(
-            "cronlock-sentinel-test-{}-{}",
-            sys::current_pid(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&dir).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .unwrap()
-            .port();
-        let conf = dir.join("sentinel.conf");
-        fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nlogfile {}\n\
-                 sentinel monitor mymaster 127.0.0.1 {master_port} 2\n\
-                 sentinel down-after-milliseconds mymaster 1000\n\
-                 sentinel failover-timeout mymaster 5000\n",
-                dir.display(),
-                dir.join("sentinel.log").display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("redis-server")
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed");
-        let mut sentinel = SentinelProcess { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if sentinel.child.try_wait().unwrap().is_some() {
-                break;
-            }
-            let client = Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
-            if let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(1)) {
-                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                    return sentinel;
-                }
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        drop(sentinel);
-    }
-    panic!("redis-sentinel did not start");
 }
 
 /// Three masters made a Redis Cluster by `redis-cli --cluster create`.
@@ -420,51 +320,10 @@ pub(super) struct ClusterSetup {
 
 impl ClusterSetup {
     pub(super) fn start() -> Self {
-        let nodes: Vec<TestServer> = (0..3)
-            .map(|_| {
-                TestServer::start_with(
-                    Listen::Tcp,
-                    "",
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ],
-                )
-            })
-            .collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let status = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("redis-cli must be installed");
-        assert!(status.success(), "redis-cli --cluster create failed");
-        let setup = ClusterSetup { nodes };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            let ok = setup.nodes.iter().all(|node| {
-                redis::cmd("CLUSTER")
-                    .arg("INFO")
-                    .query::<String>(&mut node.raw())
-                    .is_ok_and(|info| info.contains("cluster_state:ok"))
-            });
-            if ok {
-                return setup;
-            }
-            thread::sleep(Duration::from_millis(100));
+        let (harness, nodes) = Harness::start(&["cluster"], &[]);
+        ClusterSetup {
+            nodes: TestServer::nodes(&harness, nodes, Listen::Tcp, ""),
         }
-        panic!("the cluster did not become ok");
     }
 
     pub(super) fn dsn(&self, seeds: &[usize]) -> String {
