@@ -18,7 +18,10 @@
  *   neither group nor others can write; lock files in it are created 0600.
  *   Set explicitly, it is used as it is (files 0644, for locks shared between
  *   users on purpose), except that a world-writable directory without the
- *   sticky bit is refused.
+ *   sticky bit is refused, and so are a relative path (it would count from
+ *   each run's working directory: cron's and a run by hand's would lock two
+ *   different files) and a path with a NUL byte: cron_guard() then throws
+ *   LockException naming the setting, and `php --ri cronlock` says why.
  *
  * Arguments follow PHP's rules for internal functions. Without strict_types,
  * a numeric string, an int or a bool is coerced (`acquire("1.5")`,

@@ -19,7 +19,7 @@ use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
 use ext_php_rs::zend::{bailout, try_catch, ExecutorGlobals};
 pub use holds::forget_leftovers as forget_leftover_holds;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Handed to the job: its lock and its soft deadline.
@@ -518,13 +518,7 @@ fn resolve_lock(lock: LockOrName) -> PhpResult<Zval> {
 }
 
 fn named_file_lock(name: &str) -> PhpResult<Zval> {
-    let setting = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
-    // An explicit relative directory counts from PHP's working directory
-    // now, which under ZTS is not the process's.
-    let setting = match setting.is_empty() {
-        true => PathBuf::new(),
-        false => super::shim::absolute(Path::new(&setting)),
-    };
+    let setting = PathBuf::from(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
     let dir = named_lock_dir(&setting)?;
     let options = FileOptions {
         mode: dir.file_mode,

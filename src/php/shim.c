@@ -10,6 +10,7 @@
 #include "zend_attributes.h"
 #include "zend_exceptions.h"
 #include "zend_objects_API.h"
+#include "zend_ini.h"
 
 /* ------------------------------------------------------------------ build */
 
@@ -343,6 +344,19 @@ bool cronlock_parse_callable(zval *arg)
 		zend_wrong_parameter_type_error(num, Z_EXPECTED_FUNC, arg);
 	}
 	return false;
+}
+
+/* The current value of ini setting `name`, all *len bytes of it (a NUL
+ * inside included, which zend_ini_string() would cut at); NULL when there is
+ * no such setting or it has no value. */
+const char *cronlock_ini_value(const char *name, size_t name_len, size_t *len)
+{
+	zend_ini_entry *entry = zend_hash_str_find_ptr(EG(ini_directives), name, name_len);
+	if (entry == NULL || entry->value == NULL) {
+		return NULL;
+	}
+	*len = ZSTR_LEN(entry->value);
+	return ZSTR_VAL(entry->value);
 }
 
 /* PHP's current working directory into buf. Under ZTS, chdir() moves only

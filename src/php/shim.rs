@@ -55,6 +55,7 @@ extern "C" {
     fn cronlock_parse_unserialize_args(frame: *mut zend_execute_data) -> bool;
     fn cronlock_parse_callable(arg: *mut Zval) -> bool;
     fn cronlock_php_cwd(buf: *mut c_char, len: usize) -> bool;
+    fn cronlock_ini_value(name: *const c_char, name_len: usize, len: *mut usize) -> *const c_char;
     fn cronlock_lift_delayed_oom() -> i32;
     fn cronlock_restore_delayed_oom(state: i32);
 }
@@ -235,6 +236,20 @@ pub fn parse_callable(arg: &mut Zval) -> Result<(), ()> {
     } else {
         Err(())
     }
+}
+
+/// The current value of an ini setting, every byte of it (a NUL inside
+/// included); `None` when there is no such setting or it has no value.
+pub fn ini_value(name: &CStr) -> Option<Vec<u8>> {
+    let mut len = 0;
+    // SAFETY: `name` is valid for its length; the lookup only reads it.
+    let value = unsafe { cronlock_ini_value(name.as_ptr(), name.to_bytes().len(), &mut len) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: the engine's value string, `len` bytes, alive while the setting
+    // keeps this value (we copy at once).
+    Some(unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len) }.to_vec())
 }
 
 /// `path` made absolute against PHP's current working directory, which
