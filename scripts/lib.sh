@@ -113,8 +113,9 @@ build_ext() {
 # the tracked and untracked files (what a release tarball holds) in DIR/src,
 # for the PHP of $PHP_CONFIG (default: php-config on PATH). Installs into
 # DIR/root (make install INSTALL_ROOT=DIR/root, without cargo on PATH: it
-# only copies), runs make test (tests/phpt), make clean && make, then loads
-# the installed cronlock.so
+# only copies), runs make test (tests/phpt), make clean && make, checks that
+# configure refuses an old or broken cargo, then loads the installed
+# cronlock.so
 # with PHP's compiled-in defaults (php -n): php --ri must name the PHP API
 # it was built for, and one File lock must be taken and given back.
 # cargo's target directory is shared with the checkout's (or
@@ -155,6 +156,16 @@ phpize_build() {
         [[ ! -e target && ! -e modules/cronlock.so ]] || { echo "make clean left target/ or modules/cronlock.so" >&2; exit 1; }
         make >/dev/null
         [[ -f modules/cronlock.so ]] || { echo "make after make clean built no modules/cronlock.so" >&2; exit 1; }
+        # configure stops at once with a cargo that is too old or does not run
+        # (a rustup proxy without a toolchain), not half way through make
+        local fake bad
+        for bad in 'echo "cargo 1.60.0 (old)"' 'echo "error: no default toolchain" >&2; exit 1'; do
+            fake="$dir/fake-cargo" && printf '#!/bin/sh\n%s\n' "$bad" >"$fake" && chmod +x "$fake"
+            if ./configure --with-php-config="$php_config" --with-cargo="$fake" >"$dir/configure-fake.log" 2>&1 \
+                || ! grep -qE 'error: cargo 1.60 is too old|did not name a cargo version' "$dir/configure-fake.log"; then
+                cat "$dir/configure-fake.log"; echo "configure accepted a cargo that cannot build cronlock" >&2; exit 1
+            fi
+        done
     ) || return 1
     so="$dir/root$("$php_config" --extension-dir)/cronlock.so"
     [[ -f "$so" ]] || { echo "make install put no cronlock.so at $so" >&2; return 1; }
