@@ -218,6 +218,9 @@ final class CronGuardTest extends TestCase
     /** @dataProvider wrongLockTypes */
     public function testAWrongLockTypeThrowsTypeError(mixed $lock): void
     {
+        if (!extension_loaded('cronlock') && is_scalar($lock)) {
+            self::markTestSkipped('strict_types: cronlock/polyfill cannot see it, and coerces a scalar lock as weak mode does (ArgumentTypesTest)');
+        }
         $e = self::guardRefusal(\TypeError::class, $lock);
         self::assertStringContainsString('$lock', $e->getMessage());
     }

@@ -241,7 +241,7 @@ final class CrossImplementationTest extends TestCase
                 "symlink => CronLock\\LockException: cannot open lock file $dir/link.lock: Too many levels of symbolic links",
                 "directory => CronLock\\LockException: cannot open lock file $dir/dir.lock: Is a directory",
                 "under a file => CronLock\\LockException: cannot open lock file $dir/plain/x.lock: Not a directory",
-                'new Guard => Exception: You cannot instantiate this class from PHP.',
+                'new Guard => Error: Cannot directly construct CronLock\Guard, call cron_guard() instead',
                 'wrong password => CronLock\ConnectionException: cannot connect to Redis at 127.0.0.1:' . $secured->port() . " to acquire key 'k': wrong user name or password (or the user is disabled)",
                 "busy, cronlock holder => \"skipped: cron_guard: lock redis key 'cross-words-other' at 127.0.0.1:" . self::$server->port() . ' is held by pid 4242 on otherhost; skipping this run"',
             ] as $line) {

@@ -688,7 +688,7 @@ abstract class DatabaseLockTestCase extends TestCase
             new Database(new \ArrayObject(), 'x');
             self::fail('only a PDO or a DSN');
         } catch (\TypeError $e) {
-            self::assertStringContainsString('$connection must be of type PDO|string, ArrayObject given', $e->getMessage());
+            self::assertStringContainsString('CronLock\Database::__construct(): Argument #1 ($connection) must be of type PDO|string, ArrayObject given', $e->getMessage());
         }
         try {
             new Database(self::$server->pdo(), 'x', ['password' => 'p']);

@@ -250,7 +250,7 @@ final class PhpRulesTest extends TestCase
             . 'int path: CronLock\File::__construct(): Argument #1 ($path) must be of type string, int given' . "\n"
             . 'redis int key: CronLock\Redis::__construct(): Argument #2 ($key) must be of type string, int given' . "\n"
             . 'redis string ttl: CronLock\Redis::__construct(): Argument #3 ($ttl) must be of type float, string given' . "\n"
-            . 'cron_guard int lock: $lock must be of type CronLock\Lock|string|null, int given' . "\n"
+            . 'cron_guard int lock: cron_guard(): Argument #2 ($lock) must be of type CronLock\Lock|string|null, int given' . "\n"
             . "bool(true)\nbool(true)\n",
             $out
         );

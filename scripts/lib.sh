@@ -68,6 +68,8 @@ ensure_deps() {
     # cronlock/polyfill's Redis clients: phpredis, and predis for the run without it
     pkg_installed "php$PHP_VER-redis" || missing+=("php$PHP_VER-redis")
     pkg_installed php-predis || missing+=(php-predis)
+    # opcache (php-tests/OpcacheTest.php, torture fpm): how production runs PHP
+    pkg_installed "php$PHP_VER-opcache" || missing+=("php$PHP_VER-opcache")
     # pcntl (built into Debian's php-cli) and posix (php-common)
     if command -v php >/dev/null 2>&1; then
         php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \
@@ -110,7 +112,10 @@ build_ext() {
 # phpize_build DIR: the PECL-style build PIE and packagers use, on a copy of
 # the tracked and untracked files (what a release tarball holds) in DIR/src,
 # for the PHP of $PHP_CONFIG (default: php-config on PATH). Installs into
-# DIR/root (make install INSTALL_ROOT=DIR/root), then loads that cronlock.so
+# DIR/root (make install INSTALL_ROOT=DIR/root, without cargo on PATH: it
+# only copies), runs make test (tests/phpt), make clean && make, checks that
+# configure refuses an old or broken cargo, then loads the installed
+# cronlock.so
 # with PHP's compiled-in defaults (php -n): php --ri must name the PHP API
 # it was built for, and one File lock must be taken and given back.
 # cargo's target directory is shared with the checkout's (or
@@ -134,7 +139,33 @@ phpize_build() {
         ./configure --with-php-config="$php_config" >"$dir/configure.log" \
             || { cat "$dir/configure.log"; exit 1; }
         make
-        make install INSTALL_ROOT="$dir/root"
+        # a second make has nothing to do, and make install only copies: as
+        # root whose environment has no Rust (sudo's env_reset), cargo is
+        # not even on PATH
+        make -q "$PWD/modules/cronlock.so" || { echo "a second make would rebuild" >&2; exit 1; }
+        env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$dir/home-without-rust" \
+            make install INSTALL_ROOT="$dir/root" \
+            || { echo "make install did more than copy modules/cronlock.so" >&2; exit 1; }
+        # PHP's make test: tests/phpt/*.phpt against modules/cronlock.so
+        make test NO_INTERACTION=1 >"$dir/make-test.log" 2>&1 || { cat "$dir/make-test.log"; exit 1; }
+        grep -q '^Tests passed *: *3 ' "$dir/make-test.log" || { cat "$dir/make-test.log"; echo "make test did not pass the 3 .phpt tests" >&2; exit 1; }
+        # make clean leaves a tree that builds: here cargo's target dir is
+        # shared (left alone); an in-tree target/ is removed whole
+        mkdir -p target/release/build/x && touch target/release/build/x/shim.o
+        env -u CARGO_TARGET_DIR make clean >/dev/null
+        [[ ! -e target && ! -e modules/cronlock.so ]] || { echo "make clean left target/ or modules/cronlock.so" >&2; exit 1; }
+        make >/dev/null
+        [[ -f modules/cronlock.so ]] || { echo "make after make clean built no modules/cronlock.so" >&2; exit 1; }
+        # configure stops at once with a cargo that is too old or does not run
+        # (a rustup proxy without a toolchain), not half way through make
+        local fake bad
+        for bad in 'echo "cargo 1.60.0 (old)"' 'echo "error: no default toolchain" >&2; exit 1'; do
+            fake="$dir/fake-cargo" && printf '#!/bin/sh\n%s\n' "$bad" >"$fake" && chmod +x "$fake"
+            if ./configure --with-php-config="$php_config" --with-cargo="$fake" >"$dir/configure-fake.log" 2>&1 \
+                || ! grep -qE 'error: cargo 1.60 is too old|did not name a cargo version' "$dir/configure-fake.log"; then
+                cat "$dir/configure-fake.log"; echo "configure accepted a cargo that cannot build cronlock" >&2; exit 1
+            fi
+        done
     ) || return 1
     so="$dir/root$("$php_config" --extension-dir)/cronlock.so"
     [[ -f "$so" ]] || { echo "make install put no cronlock.so at $so" >&2; return 1; }

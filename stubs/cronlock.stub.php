@@ -18,15 +18,24 @@
  *   neither group nor others can write; lock files in it are created 0600.
  *   Set explicitly, it is used as it is (files 0644, for locks shared between
  *   users on purpose), except that a world-writable directory without the
- *   sticky bit is refused.
+ *   sticky bit is refused, and so are a relative path (it would count from
+ *   each run's working directory: cron's and a run by hand's would lock two
+ *   different files) and a path with a NUL byte: cron_guard() then throws
+ *   LockException naming the setting, and `php --ri cronlock` says why.
  *
  * Arguments follow PHP's rules for internal functions. Without strict_types,
  * a numeric string, an int or a bool is coerced (`acquire("1.5")`,
  * `new CronLock\File(42)`, `cron_guard($job, 42)` for the lock named "42"),
  * a leading-numeric or non-numeric string follows the version's warning or
  * TypeError, and null for a non-nullable parameter is deprecated (PHP 8.1+)
- * and taken as 0.0 or "". With declare(strict_types=1) only int-to-float
- * widens; anything else is a TypeError. Values inside an $options array are
+ * and taken as 0.0 or "". The parameters whose union type has string
+ * (Redis's string|array $dsn, Database's PDO|string $connection,
+ * cron_guard()'s $lock) take an int, float, bool or Stringable object as its
+ * string, as PHP does for string|array. An `array $options` is an array or
+ * a TypeError, null included, in both modes. With declare(strict_types=1)
+ * only int-to-float widens; anything else is a TypeError, with PHP's message
+ * ("cron_guard(): Argument #3 ($options) must be of type array, null
+ * given"). Values inside an $options array are
  * not parameters: each must have its documented type in both modes (an int
  * is accepted where a float is documented).
  *
@@ -534,7 +543,10 @@ namespace CronLock {
     /** Handed to the job by cron_guard(). */
     final class Guard
     {
-        /** Guards are made by cron_guard() only: constructing one throws. */
+        /**
+         * Guards are made by cron_guard() only.
+         * @throws \Error always: "Cannot directly construct CronLock\Guard, call cron_guard() instead"
+         */
         public function __construct() {}
 
         /** The lock the job runs under. */

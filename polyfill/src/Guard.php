@@ -12,10 +12,10 @@ final class Guard implements \Serializable
     /** @var float|null microtime(true) of the soft deadline */
     private $deadline;
 
-    /** Guards are made by cron_guard() only: constructing one throws (\Exception, as the extension's). */
+    /** Guards are made by cron_guard() only: constructing one throws \Error, as the extension does. */
     public function __construct()
     {
-        throw new \Exception('You cannot instantiate this class from PHP.');
+        throw new \Error('Cannot directly construct CronLock\Guard, call cron_guard() instead');
     }
 
     /** The lock the job runs under. */

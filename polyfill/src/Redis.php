@@ -87,7 +87,7 @@ final class Redis implements Lock, \Serializable
             throw new LockException('a list of DSNs (Redlock) needs the cronlock extension; cronlock/polyfill supports one redis://, rediss:// or unix:// DSN');
         }
         if (!is_string($dsn)) {
-            throw new \TypeError('CronLock\Redis::__construct(): Argument #1 ($dsn) must be of type array|string, ' . Args::typeName($dsn) . ' given');
+            $dsn = Args::weakString($dsn, 'CronLock\Redis::__construct', 1, 'dsn', 'array|string');
         }
         if ($key === '') {
             throw Args::value('$key', 'must not be empty');

@@ -40,16 +40,47 @@ pub fn named_lock_dir_path(setting: &Path) -> PathBuf {
     base.join(format!("cronlock-{euid}"))
 }
 
+/// An explicit `cronlock.lock_dir` must name one directory for every run:
+/// an absolute path without NUL bytes. A relative one would count from
+/// each run's working directory (cron's is `$HOME`, a run by hand the
+/// project's), so two runs of one job would lock two different files; a
+/// NUL byte would cut the path short, to another directory.
+///
+/// # Errors
+///
+/// [`Error::Lock`] naming the setting and saying why.
+pub fn check_setting(setting: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = setting.as_os_str().as_bytes();
+    let shown = || super::shorten(&String::from_utf8_lossy(bytes).escape_default().to_string());
+    if bytes.contains(&0) {
+        return Err(Error::Lock(format!(
+            "cronlock.lock_dir '{}' contains a NUL byte; set it to an absolute directory path",
+            shown()
+        )));
+    }
+    if !bytes.is_empty() && !setting.is_absolute() {
+        return Err(Error::Lock(format!(
+            "cronlock.lock_dir '{}' is a relative path, which would count from each run's \
+             working directory; set it to an absolute directory path",
+            shown()
+        )));
+    }
+    Ok(())
+}
+
 /// The directory for named locks, made ready: the default one is created
 /// if missing and checked to be ours alone.
 ///
 /// # Errors
 ///
-/// [`Error::Lock`] naming the directory when it cannot be created, is not
-/// a directory (a symlink counts as not), belongs to another user, or is
-/// writable by others (the default one: by group or others; an explicit
-/// one: by everyone without the sticky bit).
+/// [`Error::Lock`] for a setting [`check_setting`] refuses, and naming the
+/// directory when it cannot be created, is not a directory (a symlink
+/// counts as not), belongs to another user, or is writable by others (the
+/// default one: by group or others; an explicit one: by everyone without
+/// the sticky bit).
 pub fn named_lock_dir(setting: &Path) -> Result<NamedLockDir> {
+    check_setting(setting)?;
     let path = named_lock_dir_path(setting);
     if !setting.as_os_str().is_empty() {
         // Followed, if it is a symlink: the directory the files land in counts.
@@ -105,6 +136,28 @@ mod tests {
         let dir = named_lock_dir(Path::new("/some/where")).unwrap();
         assert_eq!(dir.path, Path::new("/some/where"));
         assert_eq!(dir.file_mode, 0o644);
+    }
+
+    #[test]
+    fn a_relative_setting_is_refused() {
+        for setting in ["var/lock", "./locks", "../x"] {
+            let err = named_lock_dir(Path::new(setting)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("cronlock.lock_dir '{setting}' is a relative path")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_setting_with_a_nul_byte_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let setting = Path::new(std::ffi::OsStr::from_bytes(b"/tmp\0/elsewhere"));
+        let err = named_lock_dir(setting).unwrap_err().to_string();
+        assert!(
+            err.contains("cronlock.lock_dir '/tmp\\u{0}/elsewhere' contains a NUL byte"),
+            "{err}"
+        );
     }
 
     #[test]

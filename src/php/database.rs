@@ -7,7 +7,7 @@
 //! logic is in `crate::lock::database`; this module runs its statements on
 //! a `\PDO` (the user's, or one the lock opens from a DSN and keeps).
 
-use super::args::{Bytes, NullableFloat, OptionalFloat};
+use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray, PdoOrDsn};
 use super::engine;
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
@@ -44,39 +44,32 @@ pub struct Database {
 #[php_impl]
 impl Database {
     pub fn __construct(
-        connection: &Zval,
+        connection: PdoOrDsn,
         name: Bytes,
-        options: Option<&ZendHashTable>,
+        options: OptionsArray,
     ) -> PhpResult<Self> {
         let name = name.utf8("$name")?;
         super::refuse_second_construct::<Database>()?;
         hook_interrupts();
-        let options = Options::new("$options", options, &["user", "password", "pdo_options"])?;
-        let session = if let Some(dsn) = connection.str() {
-            PdoSession::own(dsn, &options)?
-        } else if connection.object().is_some_and(is_pdo) {
-            for key in ["user", "password", "pdo_options"] {
-                if options.has(key) {
-                    return Err(Error::value(
-                        options.arg_name(key),
-                        "is only used with a DSN; a PDO given is already connected",
-                    )
-                    .into());
-                }
+        let options = Options::new("$options", options.0, &["user", "password", "pdo_options"])?;
+        let session = match connection {
+            PdoOrDsn::Dsn(dsn) => {
+                let dsn = String::from_utf8(dsn)
+                    .map_err(|_| Error::value("$connection", "must be valid UTF-8"))?;
+                PdoSession::own(&dsn, &options)?
             }
-            PdoSession::user(connection)?
-        } else {
-            return Err(Error::type_(
-                "$connection",
-                format!(
-                    "must be of type PDO|string, {} given",
-                    connection
-                        .object()
-                        .and_then(|o| o.get_class_name().ok())
-                        .unwrap_or_else(|| super::options::type_name(connection).to_owned())
-                ),
-            )
-            .into());
+            PdoOrDsn::Pdo(connection) => {
+                for key in ["user", "password", "pdo_options"] {
+                    if options.has(key) {
+                        return Err(Error::value(
+                            options.arg_name(key),
+                            "is only used with a DSN; a PDO given is already connected",
+                        )
+                        .into());
+                    }
+                }
+                PdoSession::user(connection)?
+            }
         };
         let lock = DatabaseLock::new(session.flavor, &name)?;
         super::note_lock_object();
@@ -191,10 +184,6 @@ impl Drop for Database {
     fn drop(&mut self) {
         self.release_leftover();
     }
-}
-
-fn is_pdo(object: &ZendObject) -> bool {
-    ClassEntry::try_find("PDO").is_some_and(|pdo| object.instance_of(pdo))
 }
 
 /// The connection of a lock: the user's PDO, or one of its own.

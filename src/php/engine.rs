@@ -4,7 +4,7 @@ use ext_php_rs::boxed::ZBox;
 use ext_php_rs::ffi::zend_execute_data;
 use ext_php_rs::types::{ZendCallable, Zval};
 use ext_php_rs::zend::{ExecutorGlobals, ModuleEntry, ProcessGlobals};
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 
 extern "C" {
     fn zend_throw_unwind_exit();
@@ -15,12 +15,6 @@ extern "C" {
     fn zend_memory_usage(real_usage: bool) -> usize;
     #[link_name = "display_ini_entries"]
     fn php_display_ini_entries(module: *mut ModuleEntry);
-    fn zend_ini_string_ex(
-        name: *const c_char,
-        name_length: usize,
-        orig: i32,
-        exists: *mut bool,
-    ) -> *mut c_char;
 }
 
 /// What `exit($status)` does: the script unwinds through `finally` blocks
@@ -125,18 +119,11 @@ pub fn discard_exit_unwinding() {
 }
 
 /// The current value of an ini setting registered by this extension, as
-/// the bytes it holds (a directory name need not be UTF-8).
+/// the bytes it holds (a directory name need not be UTF-8; a NUL byte is
+/// kept, for the caller to refuse).
 pub fn ini_string(name: &CStr) -> Option<std::ffi::OsString> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut exists = false;
-    // SAFETY: `name` is NUL-terminated and its length excludes the NUL.
-    let value = unsafe { zend_ini_string_ex(name.as_ptr(), name.to_bytes().len(), 0, &mut exists) };
-    if value.is_null() || !exists {
-        return None;
-    }
-    // SAFETY: the engine returns a NUL-terminated string it keeps alive.
-    let bytes = unsafe { CStr::from_ptr(value) }.to_bytes();
-    Some(std::ffi::OsStr::from_bytes(bytes).to_owned())
+    use std::os::unix::ffi::OsStringExt;
+    super::shim::ini_value(name).map(std::ffi::OsString::from_vec)
 }
 
 /// `ini_set($name, $value)`: the previous value, `None` when PHP has no

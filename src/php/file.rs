@@ -1,6 +1,6 @@
 //! `CronLock\File`: an flock(2) lock file.
 
-use super::args::{Bytes, NullableFloat, OptionalFloat};
+use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::Options;
 use crate::lock::file::{FileLock, FileOptions};
@@ -23,9 +23,13 @@ pub struct File {
 
 #[php_impl]
 impl File {
-    pub fn __construct(path: Bytes, options: Option<&ZendHashTable>) -> PhpResult<Self> {
+    pub fn __construct(path: Bytes, options: OptionsArray) -> PhpResult<Self> {
         super::refuse_second_construct::<File>()?;
-        let options = Options::new("$options", options, &["mode", "shared", "allow_network_fs"])?;
+        let options = Options::new(
+            "$options",
+            options.0,
+            &["mode", "shared", "allow_network_fs"],
+        )?;
         let defaults = FileOptions::default();
         // Out of range (negative too) is refused, once, by FileLock::open.
         let mode = options.int("mode")?.map_or(defaults.mode, |mode| {

@@ -1,19 +1,17 @@
 //! `cron_guard()` and the `CronLock\Guard` it hands to the job.
 
-use super::args::{Callback, OptionalFloat};
+use super::args::{Callback, LockOrName, OptionalFloat, OptionsArray};
 use super::database::Database;
 use super::engine;
 use super::file::File;
 use super::ini;
-use super::lock_interface::PhpInterfaceLock;
-use super::options::{type_name, Options};
+use super::options::Options;
 use super::redis::Redis;
 use crate::error::Error;
 use crate::lock::dirs::named_lock_dir;
 use crate::lock::file::{FileLock, FileOptions};
 use crate::lock::redis::MAX_TTL;
 use crate::lock::{shorten, Refusal, Wait};
-use ext_php_rs::class::RegisteredClass;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
@@ -21,7 +19,7 @@ use ext_php_rs::types::{ZendCallable, ZendClassObject, ZendHashTable, Zval};
 use ext_php_rs::zend::{bailout, try_catch, ExecutorGlobals};
 pub use holds::forget_leftovers as forget_leftover_holds;
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Handed to the job: its lock and its soft deadline.
@@ -67,14 +65,10 @@ impl Guard {
 }
 
 #[php_function]
-pub fn cron_guard(
-    job: Callback,
-    lock: Option<&Zval>,
-    options: Option<&ZendHashTable>,
-) -> PhpResult<Zval> {
+pub fn cron_guard(job: Callback, lock: LockOrName, options: OptionsArray) -> PhpResult<Zval> {
     let options = Options::new(
         "$options",
-        options,
+        options.0,
         &["wait", "max_runtime", "on_busy", "once_per"],
     )?;
     let wait = options.seconds("wait")?.unwrap_or(0.0);
@@ -510,61 +504,21 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 86_400)
 }
 
-fn resolve_lock(lock: Option<&Zval>) -> PhpResult<Zval> {
-    let interface = PhpInterfaceLock::get_metadata().ce();
+fn resolve_lock(lock: LockOrName) -> PhpResult<Zval> {
     match lock {
-        Some(value) if value.is_object() => {
-            let object = value.object().expect("checked is_object");
-            if !object.instance_of(interface) {
-                return Err(Error::type_(
-                    "$lock",
-                    format!(
-                        "must be of type CronLock\\Lock|string|null, {} given",
-                        object.get_class_name().unwrap_or_default()
-                    ),
-                )
-                .into());
-            }
-            Ok(value.shallow_clone())
+        LockOrName::Lock(object) => Ok(object.shallow_clone()),
+        // weak mode has made cron_guard($job, 42) the lock named "42"
+        LockOrName::Name(name) => {
+            let name = String::from_utf8_lossy(&name).into_owned();
+            validate_name(&name)?;
+            named_file_lock(&name)
         }
-        Some(value) if value.is_string() => {
-            let name = value.str().unwrap_or_default();
-            validate_name(name)?;
-            named_file_lock(name)
-        }
-        None => named_file_lock(&script_lock_name()?),
-        Some(value) if value.is_null() => named_file_lock(&script_lock_name()?),
-        // weak mode: cron_guard($job, 42) is the lock named "42"
-        Some(value) => match super::shim::coerce_scalar_to_string(value) {
-            Some(name) => {
-                let name = String::from_utf8_lossy(&name).into_owned();
-                validate_name(&name)?;
-                named_file_lock(&name)
-            }
-            None => Err(lock_type_error(value)),
-        },
+        LockOrName::Script => named_file_lock(&script_lock_name()?),
     }
 }
 
-fn lock_type_error(value: &Zval) -> ext_php_rs::exception::PhpException {
-    Error::type_(
-        "$lock",
-        format!(
-            "must be of type CronLock\\Lock|string|null, {} given",
-            type_name(value)
-        ),
-    )
-    .into()
-}
-
 fn named_file_lock(name: &str) -> PhpResult<Zval> {
-    let setting = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
-    // An explicit relative directory counts from PHP's working directory
-    // now, which under ZTS is not the process's.
-    let setting = match setting.is_empty() {
-        true => PathBuf::new(),
-        false => super::shim::absolute(Path::new(&setting)),
-    };
+    let setting = PathBuf::from(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
     let dir = named_lock_dir(&setting)?;
     let options = FileOptions {
         mode: dir.file_mode,

@@ -28,12 +28,15 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
             "disabled"
         }
     );
-    let lock_dir = engine::ini_string(ini::LOCK_DIR).unwrap_or_default();
-    let effective = crate::lock::dirs::named_lock_dir_path(std::path::Path::new(&lock_dir));
-    info_table_row!(
-        "named locks directory",
-        effective.to_string_lossy().as_ref()
-    );
+    let lock_dir = std::path::PathBuf::from(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
+    let effective = match crate::lock::dirs::check_setting(&lock_dir) {
+        Ok(()) => crate::lock::dirs::named_lock_dir_path(&lock_dir)
+            .to_string_lossy()
+            .into_owned(),
+        // cron_guard() throws this with a named or script lock
+        Err(refusal) => format!("none: {refusal}"),
+    };
+    info_table_row!("named locks directory", effective.as_str());
     info_table_end!();
     engine::display_ini_entries(module);
 }

@@ -92,6 +92,7 @@ pub extern "C" fn request_startup(_type: i32, _module_number: i32) -> i32 {
 extern "C" fn fix_classes() {
     arginfo::fix_signatures();
     allow_serialize_hooks();
+    refuse_guard_construct();
 }
 
 /// ext-php-rs marks classes with a Rust object "not serializable", so that
@@ -116,23 +117,67 @@ fn allow_serialize_hooks() {
             // internal method of theirs (declared in their #[php_impl]).
             unsafe {
                 (*class).ce_flags &= !ext_php_rs::flags::ClassFlags::NotSerializable.bits();
-                let name = "__unserialize";
-                let found = ext_php_rs::ffi::zend_hash_str_find(
-                    &raw const (*class).function_table,
-                    name.as_ptr().cast(),
-                    name.len(),
-                );
-                if let Some(function) = found
-                    .as_ref()
-                    .map(|zv| zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>())
-                {
-                    (*function).internal_function.handler = Some(refuse_unserialize);
-                }
+                set_handler(class, "__unserialize", refuse_unserialize);
                 // The old `C:` format, which would make an unconstructed object.
                 (*class).unserialize = Some(refuse_old_unserialize);
             }
         }
     });
+}
+
+type Handler =
+    unsafe extern "C" fn(*mut ext_php_rs::ffi::zend_execute_data, *mut ext_php_rs::ffi::zval);
+
+/// Makes `handler` run for the internal method `name` (lowercase) of `class`.
+///
+/// # Safety
+///
+/// `class` must be one of our registered class entries, before any script
+/// has run, and `name` an internal method of it.
+unsafe fn set_handler(class: *mut ext_php_rs::ffi::zend_class_entry, name: &str, handler: Handler) {
+    // SAFETY: the caller's promise; the table lookup only reads `name`.
+    unsafe {
+        let found = ext_php_rs::ffi::zend_hash_str_find(
+            &raw const (*class).function_table,
+            name.as_ptr().cast(),
+            name.len(),
+        );
+        if let Some(function) = found
+            .as_ref()
+            .map(|zv| zv.value.ptr.cast::<ext_php_rs::ffi::zend_function>())
+        {
+            (*function).internal_function.handler = Some(handler);
+        }
+    }
+}
+
+/// `new CronLock\Guard()`: ext-php-rs's constructor of a class without one
+/// throws a plain `\Exception`; PHP's own internal classes that only the
+/// engine makes throw `\Error` naming the class (HashContext: "Cannot
+/// directly construct HashContext, call hash_init() instead").
+fn refuse_guard_construct() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let class = std::ptr::from_ref(guard::Guard::get_metadata().ce()).cast_mut();
+        // SAFETY: our own class entry, before any script has run; ext-php-rs
+        // gives every class an internal `__construct`.
+        unsafe { set_handler(class, "__construct", refuse_construct) };
+    });
+}
+
+ext_php_rs::zend_fastcall! {
+    /// `CronLock\Guard::__construct()`: cron_guard() makes guards from Rust.
+    unsafe extern "C" fn refuse_construct(
+        _ex: *mut ext_php_rs::ffi::zend_execute_data,
+        _retval: *mut ext_php_rs::ffi::zval,
+    ) {
+        PhpException::new(
+            "Cannot directly construct CronLock\\Guard, call cron_guard() instead".into(),
+            0,
+            ce::error(),
+        )
+        .throw();
+    }
 }
 
 ext_php_rs::zend_fastcall! {
@@ -141,8 +186,11 @@ ext_php_rs::zend_fastcall! {
         ex: *mut ext_php_rs::ffi::zend_execute_data,
         _retval: *mut ext_php_rs::ffi::zval,
     ) {
-        // SAFETY: the engine passes the frame of this method call, whose
-        // `This` is the object being unserialized.
+        // SAFETY: the engine passes the frame of this method call.
+        if unsafe { shim::parse_unserialize_args(ex) }.is_err() {
+            return; // the engine's ArgumentCountError or TypeError
+        }
+        // SAFETY: as above; its `This` is the object being unserialized.
         let class = unsafe { ex.as_ref() }
             .and_then(|ex| ex.This.object())
             .and_then(|object| object.get_class_name().ok())

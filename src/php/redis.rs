@@ -1,6 +1,6 @@
 //! `CronLock\Redis`: a lock that works across machines.
 
-use super::args::{Bytes, NullableFloat, OptionalFloat};
+use super::args::{Bytes, Dsns, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::{type_name, Options};
 use crate::error::Error;
@@ -8,7 +8,7 @@ use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions, 
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendHashTable, Zval};
+use ext_php_rs::types::ZendHashTable;
 use std::time::Duration;
 
 #[php_class]
@@ -22,17 +22,17 @@ pub struct Redis {
 #[php_impl]
 impl Redis {
     pub fn __construct(
-        dsn: &Zval,
+        dsn: Dsns,
         key: Bytes,
         ttl: OptionalFloat,
-        options: Option<&ZendHashTable>,
+        options: OptionsArray,
     ) -> PhpResult<Self> {
         // D5: re-running the constructor would drop (and release) the lock
         // this object holds and silently switch keys.
         super::refuse_second_construct::<Redis>()?;
         let options = Options::new(
             "$options",
-            options,
+            options.0,
             &[
                 "auto_renew",
                 "connect_timeout",
@@ -164,19 +164,14 @@ fn sentinel_auth(options: &Options) -> PhpResult<Option<SentinelAuth>> {
 
 /// `$dsn`: one DSN, or a list of them (Redlock). Never echoes a DSN: it
 /// may hold a password.
-fn dsn_list(dsn: &Zval) -> PhpResult<Vec<String>> {
-    if dsn.is_string() {
-        let one = dsn
-            .str()
-            .ok_or_else(|| Error::value("$dsn", "must be valid UTF-8"))?;
-        return Ok(vec![one.to_owned()]);
-    }
-    let Some(list) = dsn.array() else {
-        return Err(Error::type_(
-            "$dsn",
-            format!("must be of type array|string, {} given", type_name(dsn)),
-        )
-        .into());
+fn dsn_list(dsn: Dsns) -> PhpResult<Vec<String>> {
+    let list = match dsn {
+        Dsns::One(one) => {
+            let one =
+                String::from_utf8(one).map_err(|_| Error::value("$dsn", "must be valid UTF-8"))?;
+            return Ok(vec![one]);
+        }
+        Dsns::List(list) => list,
     };
     // By index only: iterating keys panics in ext-php-rs on string keys
     // that are not UTF-8.

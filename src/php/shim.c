@@ -10,6 +10,7 @@
 #include "zend_attributes.h"
 #include "zend_exceptions.h"
 #include "zend_objects_API.h"
+#include "zend_ini.h"
 
 /* ------------------------------------------------------------------ build */
 
@@ -82,6 +83,8 @@ void cronlock_each_object(void (*visit)(zend_object *object))
 
 static void (*post_startup_fn)(void);
 static zend_result (*previous_post_startup)(void);
+/* true while post_startup_fn runs from the hook, i.e. during startup */
+static bool in_post_startup;
 
 /* zend_post_startup_cb runs once after every module's MINIT (our classes are
  * registered by then) and, under ZTS, before the function and class tables
@@ -89,7 +92,9 @@ static zend_result (*previous_post_startup)(void);
 static zend_result cronlock_post_startup(void)
 {
 	if (post_startup_fn != NULL) {
+		in_post_startup = true;
 		post_startup_fn();
+		in_post_startup = false;
 	}
 	return previous_post_startup != NULL ? previous_post_startup() : SUCCESS;
 }
@@ -143,9 +148,23 @@ bool cronlock_arg_set_class(zend_function *func, int32_t index, const char *clas
 	if (info == NULL) {
 		return false;
 	}
-	/* persistent, not interned: after startup (a php-fpm pool's
-	 * php_admin_value[extension]), interned strings die with the request */
-	zend_string *name = zend_string_init(class_name, strlen(class_name), 1);
+	zend_string *name;
+	if (in_post_startup) {
+		/* What zend_register_functions() does for internal arginfo: a
+		 * permanent interned string. opcache's post-startup hook, which
+		 * runs ours first, then copies every arginfo class name into
+		 * shared memory and releases the original; PHP 8.2's copy does not
+		 * store the new pointer back (accel_copy_permanent_list_types
+		 * takes the type by value), so a refcounted original would be
+		 * freed while the arginfo still points at it, and shutdown would
+		 * release it again. A release of an interned string is a no-op. */
+		name = zend_string_init_interned(class_name, strlen(class_name), 1);
+	} else {
+		/* After startup (a php-fpm pool's php_admin_value[extension]),
+		 * interned strings die with the request, and opcache no longer
+		 * walks the function tables: persistent, released at shutdown. */
+		name = zend_string_init(class_name, strlen(class_name), 1);
+	}
 	info->type = (zend_type) ZEND_TYPE_INIT_CLASS(name, or_null, scalar_mask(or_string, false, false));
 	/* "" keeps a required argument required (a "" default crashes Reflection) */
 	if (index >= 0 && default_value[0] != '\0') {
@@ -237,26 +256,75 @@ bool cronlock_parse_str(zval *arg, zend_string **dest, bool allow_null)
 	return false;
 }
 
-/* Weak mode's coercion of an int, float or bool to string, for a parameter
- * whose union type has string (cron_guard()'s Lock|string|null). NULL in
- * strict mode and for other types. The caller releases the string. */
-zend_string *cronlock_coerce_scalar_to_string(const zval *arg)
+/* `array $x`, as Z_PARAM_ARRAY_HT: an array and nothing else, null
+ * included, in either mode. */
+bool cronlock_parse_array(zval *arg)
 {
-	if (ZEND_ARG_USES_STRICT_TYPES()) {
-		return NULL;
+	if (Z_TYPE_P(arg) == IS_ARRAY) {
+		return true;
 	}
-	switch (Z_TYPE_P(arg)) {
-		case IS_LONG:
-		case IS_DOUBLE:
-		case IS_TRUE:
-		case IS_FALSE:
-			return zval_get_string_func((zval *) arg);
-		default:
-			return NULL;
+	if (!EG(exception)) {
+		zend_wrong_parameter_type_error(arg_num_of(arg), Z_EXPECTED_ARRAY, arg);
 	}
+	return false;
 }
 
-void cronlock_string_release(zend_string *string) { zend_string_release(string); }
+/* `array|string $x`, as Z_PARAM_ARRAY_HT_OR_STR: 2 for an array, 1 for a
+ * string (*str, coerced in place in weak mode: int, float, bool, Stringable;
+ * null deprecated, then ""), 0 when an exception is pending. */
+int cronlock_parse_array_or_str(zval *arg, zend_string **str)
+{
+	uint32_t num = arg_num_of(arg);
+	if (Z_TYPE_P(arg) == IS_ARRAY) {
+		return 2;
+	}
+	if (zend_parse_arg_str(arg, str, false, num)) {
+		return 1;
+	}
+	if (!EG(exception)) {
+		zend_wrong_parameter_type_error(num, Z_EXPECTED_ARRAY_OR_STRING, arg);
+	}
+	return 0;
+}
+
+/* `Class|string $x` (allow_null: `Class|string|null`), as
+ * Z_PARAM_OBJ_OF_CLASS_OR_STR(_OR_NULL): 3 for an object of the class (or
+ * interface), 1 for a string (*str, coerced in place in weak mode), 4 for an
+ * allowed null, 0 when an exception is pending. A class that is not loaded
+ * (PDO without ext/pdo) leaves only the string. */
+int cronlock_parse_class_or_str(zval *arg, const char *class_name, bool allow_null, zend_string **str)
+{
+	uint32_t num = arg_num_of(arg);
+	zend_class_entry *ce = zend_hash_str_find_ptr_lc(EG(class_table), class_name, strlen(class_name));
+	*str = NULL;
+	if (ce != NULL && Z_TYPE_P(arg) == IS_OBJECT && instanceof_function(Z_OBJCE_P(arg), ce)) {
+		return 3;
+	}
+	if (zend_parse_arg_str(arg, str, allow_null, num)) {
+		return *str != NULL ? 1 : 4;
+	}
+	if (!EG(exception)) {
+		if (allow_null) {
+			zend_wrong_parameter_class_or_string_or_null_error(num, class_name, arg);
+		} else {
+			zend_wrong_parameter_class_or_string_error(num, class_name, arg);
+		}
+	}
+	return 0;
+}
+
+/* The arguments of an `__unserialize(array $data)` call, as its zpp would
+ * check them: false with the engine's ArgumentCountError or TypeError
+ * pending. */
+bool cronlock_parse_unserialize_args(zend_execute_data *execute_data)
+{
+	HashTable *data;
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_ARRAY_HT(data)
+	ZEND_PARSE_PARAMETERS_END_EX(return false);
+	(void) data;
+	return true;
+}
 
 /* A callable argument, as Z_PARAM_FUNC checks it: on failure the engine's
  * "must be a valid callback, …" TypeError. */
@@ -276,6 +344,19 @@ bool cronlock_parse_callable(zval *arg)
 		zend_wrong_parameter_type_error(num, Z_EXPECTED_FUNC, arg);
 	}
 	return false;
+}
+
+/* The current value of ini setting `name`, all *len bytes of it (a NUL
+ * inside included, which zend_ini_string() would cut at); NULL when there is
+ * no such setting or it has no value. */
+const char *cronlock_ini_value(const char *name, size_t name_len, size_t *len)
+{
+	zend_ini_entry *entry = zend_hash_str_find_ptr(EG(ini_directives), name, name_len);
+	if (entry == NULL || entry->value == NULL) {
+		return NULL;
+	}
+	*len = ZSTR_LEN(entry->value);
+	return ZSTR_VAL(entry->value);
 }
 
 /* PHP's current working directory into buf. Under ZTS, chdir() moves only

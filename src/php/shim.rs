@@ -2,7 +2,7 @@
 //! or layouts that change between PHP releases (built by build.rs against the
 //! target PHP's headers). Only safe wrappers leave this module.
 
-use ext_php_rs::ffi::{zend_function, zend_object, zend_string};
+use ext_php_rs::ffi::{zend_execute_data, zend_function, zend_object, zend_string};
 use ext_php_rs::types::{ZendObject, Zval};
 use std::ffi::{c_char, CStr, CString, OsString};
 use std::os::unix::ffi::OsStringExt;
@@ -44,10 +44,18 @@ extern "C" {
         allow_null: bool,
     ) -> bool;
     fn cronlock_parse_str(arg: *mut Zval, dest: *mut *mut zend_string, allow_null: bool) -> bool;
-    fn cronlock_coerce_scalar_to_string(arg: *const Zval) -> *mut zend_string;
+    fn cronlock_parse_array(arg: *mut Zval) -> bool;
+    fn cronlock_parse_array_or_str(arg: *mut Zval, string: *mut *mut zend_string) -> i32;
+    fn cronlock_parse_class_or_str(
+        arg: *mut Zval,
+        class: *const c_char,
+        allow_null: bool,
+        string: *mut *mut zend_string,
+    ) -> i32;
+    fn cronlock_parse_unserialize_args(frame: *mut zend_execute_data) -> bool;
     fn cronlock_parse_callable(arg: *mut Zval) -> bool;
     fn cronlock_php_cwd(buf: *mut c_char, len: usize) -> bool;
-    fn cronlock_string_release(string: *mut zend_string);
+    fn cronlock_ini_value(name: *const c_char, name_len: usize, len: *mut usize) -> *const c_char;
     fn cronlock_lift_delayed_oom() -> i32;
     fn cronlock_restore_delayed_oom(state: i32);
 }
@@ -230,6 +238,20 @@ pub fn parse_callable(arg: &mut Zval) -> Result<(), ()> {
     }
 }
 
+/// The current value of an ini setting, every byte of it (a NUL inside
+/// included); `None` when there is no such setting or it has no value.
+pub fn ini_value(name: &CStr) -> Option<Vec<u8>> {
+    let mut len = 0;
+    // SAFETY: `name` is valid for its length; the lookup only reads it.
+    let value = unsafe { cronlock_ini_value(name.as_ptr(), name.to_bytes().len(), &mut len) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: the engine's value string, `len` bytes, alive while the setting
+    // keeps this value (we copy at once).
+    Some(unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len) }.to_vec())
+}
+
 /// `path` made absolute against PHP's current working directory, which
 /// under ZTS is not the process's (chdir() moves a per-thread virtual cwd).
 /// Unchanged when it is absolute or empty (refused later, as such) or PHP's
@@ -248,19 +270,72 @@ pub fn absolute(path: &Path) -> PathBuf {
     PathBuf::from(OsString::from_vec(buf)).join(path)
 }
 
-/// Weak mode's coercion of an int, float or bool to a string, for a union
-/// parameter that has `string`; `None` in strict mode and for other types.
-pub fn coerce_scalar_to_string(arg: &Zval) -> Option<Vec<u8>> {
-    // SAFETY: reads `arg`; returns a new string we own, or null.
-    let string = unsafe { cronlock_coerce_scalar_to_string(arg) };
-    if string.is_null() {
-        return None;
+/// Checks an `array` argument as the engine does (null is a TypeError in
+/// both modes). `Err(())`: the engine's TypeError is pending.
+pub fn parse_array(arg: &mut Zval) -> Result<(), ()> {
+    // SAFETY: `arg` is an argument zval of the current internal call.
+    if unsafe { cronlock_parse_array(arg) } {
+        Ok(())
+    } else {
+        Err(())
     }
-    // SAFETY: a live zend_string we own until the release below.
-    let bytes = unsafe { zend_string_bytes(string) }.to_vec();
-    // SAFETY: releases the reference the coercion gave us.
-    unsafe { cronlock_string_release(string) };
-    Some(bytes)
+}
+
+/// Parses an `array|string` argument as the engine does: `Some` with the
+/// string's bytes (coerced in place in weak mode), `None` for an array.
+pub fn parse_array_or_string(arg: &mut Zval) -> Result<Option<Vec<u8>>, ()> {
+    let mut string: *mut zend_string = std::ptr::null_mut();
+    // SAFETY: `arg` is an argument zval of the current internal call.
+    match unsafe { cronlock_parse_array_or_str(arg, &mut string) } {
+        2 => Ok(None),
+        // SAFETY: a live zend_string owned by the argument zval.
+        1 => Ok(Some(unsafe { zend_string_bytes(string) }.to_vec())),
+        _ => Err(()),
+    }
+}
+
+/// What a `Class|string(|null)` argument turned out to be.
+pub enum ClassOrString {
+    /// An instance of the class: the zval itself is it.
+    Object,
+    String(Vec<u8>),
+    Null,
+}
+
+/// Parses a `Class|string` (`Class|string|null` with `allow_null`) argument
+/// as the engine does; the string coerced in place in weak mode.
+pub fn parse_class_or_string(
+    arg: &mut Zval,
+    class: &CStr,
+    allow_null: bool,
+) -> Result<ClassOrString, ()> {
+    let mut string: *mut zend_string = std::ptr::null_mut();
+    // SAFETY: `arg` is an argument zval of the current internal call;
+    // `class` is NUL-terminated.
+    match unsafe { cronlock_parse_class_or_str(arg, class.as_ptr(), allow_null, &mut string) } {
+        3 => Ok(ClassOrString::Object),
+        4 => Ok(ClassOrString::Null),
+        // SAFETY: a live zend_string owned by the argument zval.
+        1 => Ok(ClassOrString::String(
+            unsafe { zend_string_bytes(string) }.to_vec(),
+        )),
+        _ => Err(()),
+    }
+}
+
+/// Checks the arguments of an `__unserialize(array $data)` call as its
+/// parameter parsing would. `Err(())`: the engine's error is pending.
+///
+/// # Safety
+///
+/// `frame` must be the frame of that call.
+pub unsafe fn parse_unserialize_args(frame: *mut zend_execute_data) -> Result<(), ()> {
+    // SAFETY: the caller's promise.
+    if unsafe { cronlock_parse_unserialize_args(frame) } {
+        Ok(())
+    } else {
+        Err(())
+    }
 }
 
 /// # Safety

@@ -106,6 +106,32 @@ final class Args
         return isset($map[$t]) ? $map[$t] : 'resource';
     }
 
+    /**
+     * A union-typed parameter that has string (array|string, Lock|string|null)
+     * given something else, as PHP's weak mode treats it: an int, float, bool
+     * or Stringable object becomes its string; null (when not allowed) is
+     * deprecated on PHP 8.1+ and becomes ""; anything else is PHP's TypeError
+     * "f(): Argument #N ($x) must be of type T, X given". Userland cannot see
+     * the caller's strict_types, so this always coerces (the extension
+     * refuses in strict mode).
+     *
+     * @param mixed $value
+     */
+    public static function weakString($value, string $function, int $num, string $param, string $type): string
+    {
+        if (is_int($value) || is_float($value) || is_bool($value)
+            || (is_object($value) && method_exists($value, '__toString'))) {
+            return (string) $value;
+        }
+        if ($value === null) {
+            if (PHP_VERSION_ID >= 80100) {
+                trigger_error("$function(): Passing null to parameter #$num (\$$param) of type $type is deprecated", E_USER_DEPRECATED);
+            }
+            return '';
+        }
+        throw new \TypeError("$function(): Argument #$num (\$$param) must be of type $type, " . self::typeName($value) . ' given');
+    }
+
     /** A user-supplied name as messages show it: at most 200 characters, then "…". */
     public static function cut(string $name): string
     {

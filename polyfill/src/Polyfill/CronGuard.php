@@ -166,6 +166,10 @@ final class CronGuard
         if ($lock instanceof Lock) {
             return $lock;
         }
+        if ($lock !== null && !is_string($lock)) {
+            // cron_guard($job, 42) is the lock named "42", as in weak mode
+            $lock = Args::weakString($lock, 'cron_guard', 2, 'lock', 'CronLock\Lock|string|null');
+        }
         if (is_string($lock)) {
             $valid = $lock !== '' && strlen($lock) <= 200 && $lock !== '.' && $lock !== '..'
                 && preg_match('/^[A-Za-z0-9._-]+$/', $lock);
@@ -177,10 +181,7 @@ final class CronGuard
             }
             return self::fileLock($lock);
         }
-        if ($lock === null) {
-            return self::fileLock(self::scriptLockName());
-        }
-        throw Args::type('$lock', 'must be of type CronLock\Lock|string|null, ' . Args::typeName($lock) . ' given');
+        return self::fileLock(self::scriptLockName());
     }
 
     private static function fileLock(string $name): File

@@ -26,6 +26,13 @@ final class LockDir
         }
         $setting = is_string($setting) ? $setting : '';
         if ($setting !== '') {
+            // one directory for every run, as the extension requires
+            if (strpos($setting, "\0") !== false) {
+                throw new LockException(sprintf("cronlock.lock_dir '%s' contains a NUL byte; set it to an absolute directory path", Args::cut(str_replace("\0", '\u{0}', $setting))));
+            }
+            if ($setting[0] !== '/') {
+                throw new LockException(sprintf("cronlock.lock_dir '%s' is a relative path, which would count from each run's working directory; set it to an absolute directory path", Args::cut($setting)));
+            }
             $dir = rtrim($setting, '/');
             $dir = $dir === '' ? '/' : $dir;
             $st = @stat($dir);
