@@ -72,10 +72,11 @@ impl Redis {
         };
         let sentinel_auth = sentinel_auth(&options)?;
         let key = key.utf8("$key")?;
+        let is_list = matches!(dsn, Dsns::List(_));
         let dsns = dsn_list(dsn)?;
         let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
         let ttl = ttl_from_secs(ttl.or(300.0))?;
-        let mut lock = if dsn.is_string() {
+        let mut lock = if !is_list {
             RedisLock::new(dsns[0], &key, ttl, redis_options)?
         } else {
             RedisLock::on_masters(&dsns, &key, ttl, redis_options)?
