@@ -3,11 +3,13 @@
 use super::server::{SentinelSetup, TestServer};
 use super::*;
 
+/// Generous: WAIT gets 4/5 of read_timeout, and a loaded 2-core machine
+/// has been seen to need more than 400 ms for one replica's acknowledgement.
 fn with_replicas(replicas: u32) -> RedisOptions {
     RedisOptions {
         replicas,
         connect_timeout: Duration::from_millis(500),
-        read_timeout: Duration::from_millis(500),
+        read_timeout: Duration::from_secs(5),
         ..RedisOptions::default()
     }
 }
@@ -126,13 +128,12 @@ fn sentinel_dsns_are_checked_and_failures_say_which_sentinels() {
 #[test]
 fn replicas_that_do_not_acknowledge_fail_the_acquire_and_give_the_key_back() {
     let server = TestServer::start();
-    let mut lock = RedisLock::new(
-        &server.raw_dsn(),
-        "job",
-        Duration::from_secs(10),
-        with_replicas(1),
-    )
-    .unwrap();
+    let options = RedisOptions {
+        read_timeout: Duration::from_millis(500),
+        ..with_replicas(1)
+    };
+    let mut lock =
+        RedisLock::new(&server.raw_dsn(), "job", Duration::from_secs(10), options).unwrap();
     let message = connection_error(lock.acquire(Wait::Once));
     assert!(
         message.contains("only 0 of the 1 replicas asked for acknowledged it within 400 ms"),
