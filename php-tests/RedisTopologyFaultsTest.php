@@ -217,6 +217,7 @@ final class RedisTopologyFaultsTest extends TestCase
      */
     private function rideOutAPause(RedisTopology $topology, \Closure $node): void
     {
+        RedisServer::requireVersion('6.2', 'CLIENT PAUSE … ALL');
         $key = 'pause-' . bin2hex(random_bytes(4));
         $holder = $this->job($topology->dsn(), $key, 3.0, 'holder', 0.0);
         $holder->waitForLine('ENTERED', 15.0, 'stdout');

@@ -6,6 +6,7 @@ namespace CronLock\Tests;
 
 use CronLock\ConnectionException;
 use CronLock\Redis;
+use CronLock\Tests\Support\RedisServer;
 use CronLock\Tests\Support\RedisTopology;
 use PHPUnit\Framework\TestCase;
 
@@ -28,6 +29,7 @@ final class SentinelAuthTest extends TestCase
 
     public static function setUpBeforeClass(): void
     {
+        RedisServer::requireVersion('6.2', 'ACL on sentinels');
         self::$topology = RedisTopology::sentinel(0);
         foreach (self::$topology->sentinels as $sentinel) {
             $sentinel->command('ACL', 'SETUSER', self::WATCHER, 'on', '>' . self::WATCHER_PASSWORD, '+@all');

@@ -66,14 +66,21 @@ final class RedisServer
      */
     public static function requireVersion(string $min, string $needs): void
     {
+        $version = self::version();
+        if (version_compare($version, $min, '<')) {
+            \PHPUnit\Framework\Assert::markTestSkipped("needs Redis $min or later for $needs; redis-server is $version");
+        }
+    }
+
+    /** redis-server's version, e.g. "7.0.15". */
+    public static function version(): string
+    {
         static $version = null;
         if ($version === null) {
             preg_match('/v=(\d+\.\d+\.\d+)/', (string) shell_exec('redis-server --version'), $m);
             $version = $m[1] ?? '0.0.0';
         }
-        if (version_compare($version, $min, '<')) {
-            \PHPUnit\Framework\Assert::markTestSkipped("needs Redis $min or later for $needs; redis-server is $version");
-        }
+        return $version;
     }
 
     public static function start(array $opts = []): self
