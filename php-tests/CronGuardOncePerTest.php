@@ -230,4 +230,33 @@ final class CronGuardOncePerTest extends TestCase
         }
         self::assertSame(count($windows), array_sum(array_map('count', $perWindow)), 'no run outside the windows');
     }
+
+    /**
+     * Inside its window the key lives until the window ends whatever the TTL:
+     * a job that renews at points further apart than the TTL (or shortened
+     * its TTL) is told the truth, that the key is still ours (review R3b F01).
+     */
+    public function testInsideItsWindowTheHoldOutlivesTheTtlAndRenewSaysSo(): void
+    {
+        self::awaitEarlyInWindow(60_000, 50_000); // at least 10 s of the window left
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 0.3);
+        $seen = [];
+        $ran = cron_guard(function (Guard $guard) use ($lock, $key, &$seen) {
+            usleep(600_000); // twice the TTL, no renewal
+            $seen['held after 2 TTLs'] = $lock->isHeld();
+            $seen['Guard::renew() after 2 TTLs'] = $guard->renew();
+            $seen['renew(0.05)'] = $lock->renew(0.05);
+            usleep(200_000);
+            $seen['renew() after a shortened TTL ran out'] = $lock->renew();
+            $seen['the key is still ours'] = self::raw('GET', $key) === $lock->token();
+            return 'ran';
+        }, $lock, ['once_per' => 60]);
+        self::assertSame('ran', $ran);
+        foreach ($seen as $what => $true) {
+            self::assertTrue($true, $what);
+        }
+        self::assertGreaterThan(5_000, self::raw('PTTL', $key), 'left to expire at the window\'s end');
+        self::raw('DEL', $key);
+    }
 }

@@ -244,7 +244,9 @@ namespace CronLock {
          *        majority granted it within its validity time, TTL − elapsed − drift (drift = 1 % of
          *        the TTL + 2 ms); every operation goes to all masters at once; contention on a
          *        majority is false, fewer masters answering in time than a majority
-         *        ConnectionException (never false: a key nobody holds is not contention); a
+         *        ConnectionException (never false: a key nobody holds is not contention; but
+         *        false when an answering master holds another holder's key and too few answer
+         *        to decide, as the silent ones may be that holder's majority); a
          *        failed attempt deletes the grants it got; a minority down or stopped does not stop
          *        the lock: no master is awaited longer than read_timeout (+ connect_timeout) nor
          *        past a share of the validity time (acquire: half of it; renew(), and auto_renew:
@@ -380,7 +382,12 @@ namespace CronLock {
         /** What this object believes, local and cheap (no round trip): renew() or acquire() ask the server. */
         public function isHeld(): bool {}
 
-        /** The random token (128 bits, hex) stored as the key's value; null when not held. */
+        /**
+         * The key's value while this object holds it: 128 random bits as 32 hex digits, then
+         * ':<pid>@<host>' of the holder (what the busy line shows), e.g.
+         * 'd4f7…330e:26956@web1'. Compare the whole string at a resource you fence. Null when
+         * not held.
+         */
         public function token(): ?string {}
 
         /**

@@ -49,7 +49,7 @@ final class Redis implements Lock, \Serializable
     private $ownerPid = 0;
     /** @var RedisClient|null */
     private $client;
-    /** @var array{token: string, fence: int, validUntil: float, lost: bool, windowEnd: int}|null windowEnd: Unix ms of the server's clock when the once-per window of the hold ends (0: none) */
+    /** @var array{token: string, fence: int, validUntil: float, keptUntil: float, lost: bool, windowEnd: int}|null windowEnd: Unix ms of the server's clock when the once-per window of the hold ends (0: none) */
     private $hold;
     /** @var int|null cron_guard()'s 'once_per' in ms, set for its acquire only (see Polyfill\CronGuard) */
     private $oncePerMs;
@@ -143,7 +143,7 @@ final class Redis implements Lock, \Serializable
             } catch (RedisFailure $f) {
                 throw $this->failure('acquire', $f);
             }
-            return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2], $attempt[3]) : false;
+            return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]) : false;
         }
         return Process::watchingSignals(function () use ($timeout, $owner, $token) {
             return $this->waitFor($timeout, $owner, $token);
@@ -176,7 +176,7 @@ final class Redis implements Lock, \Serializable
             }
             if ($attempt !== null) {
                 if ($attempt[0]) {
-                    return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3]);
+                    return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]);
                 }
                 if ($deadline !== null && microtime(true) >= $deadline) {
                     return false;
@@ -200,9 +200,9 @@ final class Redis implements Lock, \Serializable
      * is idempotent for a given token); in once-per mode (not when confirming
      * a hold) the one that also keeps the key until its window ends.
      *
-     * @return array{0: bool, 1: int|float|null, 2: float, 3: int} [true, fence, sent, window end
-     *         in ms or 0] when the key holds our token; [false, seconds until it expires or null,
-     *         sent, 0] when busy
+     * @return array{0: bool, 1: int|float|null, 2: float, 3: int, 4: float} [true, fence, sent,
+     *         window end in ms or 0, seconds the window keeps the key from sent on] when the key
+     *         holds our token; [false, seconds until it expires or null, sent, 0, 0.0] when busy
      * @throws RedisFailure
      */
     private function attempt(string $token, bool $confirm, bool $inWait = false): array
@@ -214,15 +214,15 @@ final class Redis implements Lock, \Serializable
         } else {
             list($reply) = $this->run(Scripts::ACQUIRE_LUA, $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
         }
-        if (!is_array($reply) || count($reply) < 4) {
+        if (!is_array($reply) || count($reply) < 5) {
             throw new RedisFailure(RedisFailure::REPLY, 'unexpected reply to the acquire script');
         }
         if ((int) $reply[0] === 1) {
-            return [true, (int) $reply[1], $sent, (int) $reply[3]];
+            return [true, (int) $reply[1], $sent, (int) $reply[3], max(0, (int) $reply[4]) / 1000];
         }
         $this->lastHolder = (string) $reply[2];
         // PTTL is -1 for a key without TTL, -2 for no key.
-        return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent, 0];
+        return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent, 0, 0.0];
     }
 
     /** D1: acquire() on a held lock asks the server and extends the TTL; false drops the hold. */
@@ -238,15 +238,16 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $this->hold['validUntil'] = max($this->hold['validUntil'], $attempt[2] + $this->ttl);
-        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->hold['validUntil']);
+        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         return true;
     }
 
     /** Records a fresh hold: the key holds $token since after $sent (until the window's end at least, if $windowEnd is not 0). */
-    private function startHold(string $token, int $fence, float $sent, int $windowEnd): bool
+    private function startHold(string $token, int $fence, float $sent, int $windowEnd, float $windowLeft): bool
     {
-        $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'lost' => false, 'windowEnd' => $windowEnd];
-        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $sent + $this->ttl);
+        // once_per: the key lives until its window ends whatever the TTL, so the hold does too
+        $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'keptUntil' => $sent + $windowLeft, 'lost' => false, 'windowEnd' => $windowEnd];
+        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         if ($this->autoRenew) {
             $this->startRenewing($token, $windowEnd, $sent);
         }
@@ -278,7 +279,7 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $this->hold['validUntil'] = $sent + $ttl;
-        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $sent + $ttl);
+        Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         return true;
     }
 
@@ -337,7 +338,13 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $this->readRenewer();
-        return !$this->hold['lost'] && microtime(true) < $this->hold['validUntil'];
+        return !$this->hold['lost'] && microtime(true) < $this->validUntil();
+    }
+
+    /** Until when the hold is valid as far as we know: its TTL, or its once-per window's end if later. */
+    private function validUntil(): float
+    {
+        return max($this->hold['validUntil'], $this->hold['keptUntil']);
     }
 
     /** The random token stored as the key's value; null when not held. */

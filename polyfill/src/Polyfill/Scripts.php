@@ -15,7 +15,7 @@ final class Scripts
     const ACQUIRE_LUA = "
 -- KEYS[1] lock key, KEYS[2] fence counter
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] '1': only confirm a hold we have
--- Reply {1, fence, '', 0} or {0, PTTL, holder, 0} (the 0: no once-per window).
+-- Reply {1, fence, '', 0, 0} or {0, PTTL, holder, 0, 0} (the 0s: no once-per window).
 if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' then
@@ -23,7 +23,7 @@ if ARGV[3] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) t
     redis.call('DEL', KEYS[1])
     return fence
   end
-  return {1, fence, '', 0}
+  return {1, fence, '', 0, 0}
 end
 local holder = redis.pcall('GET', KEYS[1])
 if type(holder) == 'table' then
@@ -36,17 +36,17 @@ if holder == ARGV[1] then
   -- lost. Nobody INCRs the fence while we hold the key, so it is still ours.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local fence = tonumber(redis.pcall('GET', KEYS[2]))
-  return {1, fence or 0, '', 0}
+  return {1, fence or 0, '', 0, 0}
 end
 -- busy: when it expires at the latest, and who holds it (for the log line)
 if not holder then holder = '' end
-return {0, redis.call('PTTL', KEYS[1]), holder, 0}
+return {0, redis.call('PTTL', KEYS[1]), holder, 0, 0}
 ";
 
     const ACQUIRE_IN_WINDOW_LUA = "
 -- KEYS[1] lock key, KEYS[2] fence counter
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] window in ms
--- Reply {1, fence, '', window end in ms} or {0, PTTL, holder, 0}.
+-- Reply {1, fence, '', window end in ms, ms until then} or {0, PTTL, holder, 0, 0}.
 -- Redis < 5 lets a script write after TIME only in this mode.
 if redis.replicate_commands then redis.replicate_commands() end
 local function window_end()
@@ -57,7 +57,7 @@ local function window_end()
   if ends > now + tonumber(ARGV[2]) then
     redis.call('PEXPIREAT', KEYS[1], string.format('%d', ends))
   end
-  return ends
+  return ends, ends - now
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
@@ -80,7 +80,7 @@ if holder == ARGV[1] then
   return {1, fence or 0, '', window_end()}
 end
 if not holder then holder = '' end
-return {0, redis.call('PTTL', KEYS[1]), holder, 0}
+return {0, redis.call('PTTL', KEYS[1]), holder, 0, 0}
 ";
 
     const RENEW_LUA = "

@@ -89,9 +89,9 @@ impl Hold {
     }
 }
 
-/// The acquire script's reply: `{1, fence, '', window end}` or
-/// `{0, PTTL, holder, 0}`.
-pub(super) type AcquireReply = (i64, i64, HolderValue, i64);
+/// The acquire script's reply: `{1, fence, '', window end, ms until it}`
+/// or `{0, PTTL, holder, 0, 0}`.
+pub(super) type AcquireReply = (i64, i64, HolderValue, i64, i64);
 
 /// Why the acquire script runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,9 +107,10 @@ pub(super) enum Mode {
 /// What one run of the acquire script found.
 pub(super) enum Attempt {
     /// `<key>` holds our token (just set, or it already did): the fencing
-    /// number, when the attempt started (the TTL runs from later), and the
-    /// end of its once-per window (0: none).
-    Ours(i64, Instant, i64),
+    /// number, when the attempt started (the TTL runs from later), the end
+    /// of its once-per window (server ms; 0: none), and how long after the
+    /// attempt started the key lives at least because of that window.
+    Ours(i64, Instant, i64, Duration),
     /// Someone else holds the key; it expires within this time (`None`: it
     /// has no TTL, or it is gone).
     Busy(Option<Duration>),
@@ -348,8 +349,8 @@ impl RedisLock {
         };
         if wait == Wait::Once {
             return match self.attempt(&token, Mode::Take)? {
-                Attempt::Ours(fence, sent, window_end) => {
-                    self.start_hold(token, fence, sent, window_end)
+                Attempt::Ours(fence, sent, window_end, window_left) => {
+                    self.start_hold(token, fence, sent, window_end, window_left)
                 }
                 Attempt::Busy(_) => {
                     self.busy_here = self.busy_through_this_thread();
@@ -384,8 +385,8 @@ impl RedisLock {
         loop {
             let started = Instant::now();
             let nap = match self.attempt(&token, Mode::Wait) {
-                Ok(Attempt::Ours(fence, sent, window_end)) => {
-                    return self.start_hold(token, fence, sent, window_end)
+                Ok(Attempt::Ours(fence, sent, window_end, window_left)) => {
+                    return self.start_hold(token, fence, sent, window_end, window_left)
                 }
                 Ok(Attempt::Busy(expires_in)) => {
                     if self.busy_through_this_thread() {
@@ -472,7 +473,7 @@ impl RedisLock {
         };
         // WAIT gives up a little before the socket would.
         let wait_ms = (self.options.read_timeout.as_millis() * 4 / 5).max(1) as u64;
-        let (((acquired, number, holder, window_end), acks), _) =
+        let (((acquired, number, holder, window_end, window_left_ms), acks), _) =
             self.run("acquire", mode == Mode::Wait, |conn| {
                 let reply: AcquireReply = invocation.invoke(conn)?;
                 if reply.0 != 1 || replicas == 0 {
@@ -495,7 +496,8 @@ impl RedisLock {
             });
         }
         if acquired == 1 {
-            return Ok(Attempt::Ours(number, sent, window_end));
+            let window_left = Duration::from_millis(u64::try_from(window_left_ms).unwrap_or(0));
+            return Ok(Attempt::Ours(number, sent, window_end, window_left));
         }
         self.last_holder = Some(holder);
         // PTTL is -1 for a key without TTL, -2 for no key.
@@ -569,8 +571,13 @@ impl RedisLock {
         fence: i64,
         sent: Instant,
         window_end_ms: i64,
+        window_left: Duration,
     ) -> Result<bool> {
-        let state = Arc::new(HoldState::new(sent, self.valid_for(self.ttl)));
+        let state = HoldState::new(sent, self.valid_for(self.ttl));
+        // once_per: the key lives until its window ends whatever the TTL,
+        // so the hold does too (renew() and isHeld() say so).
+        state.keep_at_least(self.valid_for(window_left));
+        let state = Arc::new(state);
         let renewer = if self.options.auto_renew {
             match self.spawn_renewer(&token, &state, window_end_ms) {
                 Ok(renewer) => Some(renewer),

@@ -311,6 +311,7 @@ impl RedisLock {
         let mut busy = 0;
         let mut expires_in: Option<Duration> = None;
         let mut window_end = 0;
+        let mut window_left: Option<Duration> = None;
         let mut failures = Vec::new();
         for (index, (result, reached)) in results.into_iter().enumerate() {
             let result = result.map(|((run_id, reply), retried)| {
@@ -320,11 +321,14 @@ impl RedisLock {
                 (reply, retried)
             });
             match result {
-                Ok(((1, _, _, ends), _)) => {
+                Ok(((1, _, _, ends, left_ms), _)) => {
                     granted.push(index);
                     window_end = window_end.max(ends);
+                    // the key lives that long on every master that granted
+                    let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+                    window_left = Some(window_left.map_or(left, |l| l.min(left)));
                 }
-                Ok(((_, pttl, holder, _), _)) => {
+                Ok(((_, pttl, holder, _, _), _)) => {
                     busy += 1;
                     if !holder.is_empty() || self.last_holder.is_none() {
                         self.last_holder = Some(holder);
@@ -353,7 +357,12 @@ impl RedisLock {
         }
         let in_time = elapsed + drift(self.ttl) < self.ttl;
         if granted.len() >= needed && in_time {
-            return Ok(Attempt::Ours(0, sent, window_end));
+            return Ok(Attempt::Ours(
+                0,
+                sent,
+                window_end,
+                window_left.unwrap_or_default(),
+            ));
         }
         if mode == Mode::Confirm {
             // Never undo our own hold: report it lost only when a majority

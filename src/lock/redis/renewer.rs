@@ -18,6 +18,9 @@ pub(super) struct HoldState {
     /// When the key expires at the earliest, as nanoseconds after
     /// `acquired_at`; atomic so `is_held` never blocks on a renewal.
     expires_after_ns: AtomicU64,
+    /// The key lives at least this long after `acquired_at` whatever a
+    /// renewal sets (a once-per window's end); 0: no such floor.
+    kept_until_ns: AtomicU64,
     pub(super) lost: AtomicBool,
     /// Serializes renewals so an older reply cannot overwrite the expiry a
     /// newer one set.
@@ -31,6 +34,7 @@ impl HoldState {
         let state = HoldState {
             acquired_at,
             expires_after_ns: AtomicU64::new(0),
+            kept_until_ns: AtomicU64::new(0),
             lost: AtomicBool::new(false),
             renew_gate: Mutex::new(()),
             stopping: Mutex::new(false),
@@ -38,6 +42,13 @@ impl HoldState {
         };
         state.store_expiry(acquired_at, ttl);
         state
+    }
+
+    /// The key is known to live `at_least` from `acquired_at` on (a
+    /// once-per window): the hold stays valid that long.
+    pub(super) fn keep_at_least(&self, at_least: Duration) {
+        let nanos = u64::try_from(at_least.as_nanos()).unwrap_or(u64::MAX);
+        self.kept_until_ns.store(nanos, Ordering::Release);
     }
 
     fn store_expiry(&self, sent: Instant, ttl: Duration) {
@@ -67,7 +78,11 @@ impl HoldState {
 
     /// How long the hold is valid from now, as far as we know.
     pub(super) fn remaining(&self) -> Duration {
-        let expires_after = Duration::from_nanos(self.expires_after_ns.load(Ordering::Acquire));
+        let expires_after = Duration::from_nanos(
+            self.expires_after_ns
+                .load(Ordering::Acquire)
+                .max(self.kept_until_ns.load(Ordering::Acquire)),
+        );
         expires_after.saturating_sub(self.acquired_at.elapsed())
     }
 
