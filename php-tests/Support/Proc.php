@@ -187,12 +187,10 @@ final class Proc
         $deadline = microtime(true) + $timeout;
         while (true) {
             $this->poll();
-            $haystacks = match ($stream) {
-                'stdout' => [$this->out],
-                'stderr' => [$this->err],
-                'any' => [$this->out, $this->err],
-                default => throw new \InvalidArgumentException("stream must be stdout, stderr or any, not $stream"),
-            };
+            $haystacks = ['stdout' => [$this->out], 'stderr' => [$this->err], 'any' => [$this->out, $this->err]][$stream] ?? null;
+            if ($haystacks === null) {
+                throw new \InvalidArgumentException("stream must be stdout, stderr or any, not $stream");
+            }
             foreach ($haystacks as $h) {
                 $lines = explode("\n", $h);
                 if ($this->exitCode === null) {
@@ -200,7 +198,7 @@ final class Proc
                     array_pop($lines);
                 }
                 foreach ($lines as $line) {
-                    if (str_contains($line, $text)) {
+                    if (strpos($line, $text) !== false) {
                         return $line;
                     }
                 }
@@ -407,7 +405,9 @@ final class Proc
             self::$shutdownRegistered = true;
             register_shutdown_function(static function (): void {
                 foreach (self::$live as $ref) {
-                    $ref->get()?->__destruct();
+                    if ($live = $ref->get()) {
+                        $live->__destruct();
+                    }
                 }
                 self::$live = [];
                 self::reapUnreaped();
