@@ -22,7 +22,8 @@ final class CronGuardTest extends TestCase
 
     private string $lockDir;
     private string $controlDir;
-    private string|false $savedLockDir = false;
+    /** @var string|false */
+    private $savedLockDir = false;
 
     protected function setUp(): void
     {
@@ -49,9 +50,10 @@ final class CronGuardTest extends TestCase
      * calls the job; returns what it threw.
      *
      * @param class-string<\Throwable> $class
+     * @param mixed $lock
      * @param array<mixed> $options
      */
-    private static function guardRefusal(string $class, mixed $lock, array $options = []): \Throwable
+    private static function guardRefusal(string $class, $lock, array $options = []): \Throwable
     {
         $ran = false;
         try {
@@ -215,8 +217,11 @@ final class CronGuardTest extends TestCase
         yield 'closure' => [static fn () => null];
     }
 
-    /** @dataProvider wrongLockTypes */
-    public function testAWrongLockTypeThrowsTypeError(mixed $lock): void
+    /**
+     * @dataProvider wrongLockTypes
+     * @param mixed $lock
+     */
+    public function testAWrongLockTypeThrowsTypeError($lock): void
     {
         if (!extension_loaded('cronlock') && is_scalar($lock)) {
             self::markTestSkipped('strict_types: cronlock/polyfill cannot see it, and coerces a scalar lock as weak mode does (ArgumentTypesTest)');

@@ -27,7 +27,8 @@ final class CronGuardUnwindTest extends TestCase
     use RedisTestHelpers;
 
     private string $lockDir;
-    private string|false $savedLockDir = false;
+    /** @var string|false */
+    private $savedLockDir = false;
 
     protected function setUp(): void
     {
@@ -55,7 +56,8 @@ final class CronGuardUnwindTest extends TestCase
             . <<<'PHP'
                 class UserLock implements \CronLock\Lock {
                     private bool $held = false;
-                    public function __construct(private \Closure $onRelease) {}
+                    private \Closure $onRelease;
+                    public function __construct(\Closure $onRelease) { $this->onRelease = $onRelease; }
                     public function acquire(float $timeout = 0.0): bool { return $this->held = true; }
                     public function renew(?float $ttl = null): bool { return $this->held; }
                     public function release(): bool { $this->held = false; return ($this->onRelease)(); }
@@ -124,6 +126,9 @@ final class CronGuardUnwindTest extends TestCase
 
     // ------------------------------------------------- Fibers that never end
 
+    /**
+     * @requires PHP >= 8.1
+     */
     public function testAFiberSuspendedForGoodInsideAUserlandReleaseEndsQuietly(): void
     {
         $p = $this->runChild(<<<'PHP'
@@ -136,6 +141,9 @@ final class CronGuardUnwindTest extends TestCase
         self::assertSame('', $p->stderr(), 'the Fiber destroyed inside release() is no release failure');
     }
 
+    /**
+     * @requires PHP >= 8.1
+     */
     public function testAFatalErrorOutsideEveryGuardWhileAFiberIsSuspendedInOneOnAUserlandLock(): void
     {
         for ($run = 0; $run < 3; $run++) {
@@ -166,7 +174,10 @@ final class CronGuardUnwindTest extends TestCase
         yield 'the second guard ends first' => [false];
     }
 
-    /** @dataProvider endingOrders */
+    /**
+     * @dataProvider endingOrders
+     * @requires PHP >= 8.1
+     */
     public function testTwoFibersGuardingOneFileObjectKeepItHeldUntilBothJobsEnd(bool $firstEndsFirst): void
     {
         $path = "{$this->lockDir}/fibers.lock";
@@ -190,6 +201,9 @@ final class CronGuardUnwindTest extends TestCase
         self::assertTrue($this->freeForOthers($path), 'released once the last job ended');
     }
 
+    /**
+     * @requires PHP >= 8.1
+     */
     public function testTwoFibersGuardingOneUserlandLockReleaseItOnceAfterTheLastJob(): void
     {
         $lock = new RecordingLock();
@@ -205,6 +219,9 @@ final class CronGuardUnwindTest extends TestCase
         self::assertFalse($lock->isHeld());
     }
 
+    /**
+     * @requires PHP >= 8.1
+     */
     public function testAGuardInAFiberOnALockItsCallerTookItselfReleasesNothing(): void
     {
         $lock = new RecordingLock();

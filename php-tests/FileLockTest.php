@@ -621,7 +621,7 @@ final class FileLockTest extends TestCase
         $h = $this->startCommand(['sleep', '5']);
         $pid = $this->commandPid($h);
         // wait for the exec: before it, the forked child still has every descriptor
-        self::waitUntil(static fn () => str_ends_with((string) @readlink("/proc/$pid/exe"), '/sleep'), 'sleep to be exec()ed');
+        self::waitUntil(static fn () => substr((string) @readlink("/proc/$pid/exe"), -6) === '/sleep', 'sleep to be exec()ed');
         $childLinks = $links($pid);
         self::assertNotEmpty($childLinks, 'precondition: /proc/<pid>/fd is readable');
         self::assertNotContains($real, $childLinks, 'the exec()ed child inherited the lock file descriptor');

@@ -123,7 +123,7 @@ abstract class LockContractTestCase extends TestCase
         $p = Proc::run('$l = ' . $this->createLockCode($name) . ";\n"
             . 'if ($l->acquire(0)) { echo "GOT\n"; $l->release(); } else { echo "BUSY\n"; }');
         self::assertSame(0, $p->exitCode(), $p->stdout() . $p->stderr());
-        return str_contains($p->stdout(), 'GOT');
+        return strpos($p->stdout(), 'GOT') !== false;
     }
 
     // ------------------------------------------------------------------ basics
@@ -372,12 +372,12 @@ abstract class LockContractTestCase extends TestCase
     {
         $name = $this->uniqueName();
         $stop = $this->controlDir . '/stop-fork';
-        $childCode = match ($ending) {
+        $childCode = [
             'release' => 'printf("CHILD release=%s\n", var_export($lock->release(), true)); exit(0);',
             'exit' => 'echo "CHILD exiting\n"; exit(0);',
             'unset' => 'unset($lock); gc_collect_cycles(); echo "CHILD unset\n"; exit(0);',
             'acquire' => 'printf("CHILD acquire=%s\n", var_export($lock->acquire(0), true)); exit(0);',
-        };
+        ][$ending];
         $code = '$lock = ' . $this->createLockCode($name) . ";\n" . <<<'PHP'
             if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
             $pid = pcntl_fork();

@@ -45,7 +45,7 @@ if (!extension_loaded('cronlock')) {
 // Test helpers: CronLock\Tests\Foo\Bar -> php-tests/Foo/Bar.php
 spl_autoload_register(static function (string $class): void {
     $prefix = 'CronLock\\Tests\\';
-    if (str_starts_with($class, $prefix)) {
+    if (strncmp($class, $prefix, strlen($prefix)) === 0) {
         $file = __DIR__ . '/' . str_replace('\\', '/', substr($class, strlen($prefix))) . '.php';
         if (is_file($file)) {
             require $file;

@@ -35,13 +35,16 @@ final class DatabaseServer
     /** @var resource|null */
     private $proc = null;
     private ?int $pid = null;
-    private readonly int $ownerPid;
+    private int $ownerPid;
+    private string $kind;
+    private string $dir;
+    private int $port;
 
-    private function __construct(
-        private readonly string $kind,
-        private readonly string $dir,
-        private readonly int $port,
-    ) {
+    private function __construct(string $kind, string $dir, int $port)
+    {
+        $this->kind = $kind;
+        $this->dir = $dir;
+        $this->port = $port;
         $this->ownerPid = getmypid();
     }
 
@@ -319,7 +322,7 @@ final class DatabaseServer
         try {
             $this->adminPdo($this->kind === 'pgsql' ? 'postgres' : '')->query('SELECT 1');
             return true;
-        } catch (\PDOException) {
+        } catch (\PDOException $e) {
             return false;
         }
     }
@@ -408,8 +411,8 @@ final class DatabaseServer
         $base = getenv('CRONLOCK_TEST_TMP') ?: sys_get_temp_dir();
         // As root, postgres runs as the user 'postgres', who must be able to
         // reach its directory through a private (0700) scratch dir.
-        if ($kind === 'pgsql' && posix_geteuid() === 0 && (fileperms($base) & 0o001) === 0) {
-            chmod($base, (fileperms($base) & 0o7777) | 0o011);
+        if ($kind === 'pgsql' && posix_geteuid() === 0 && (fileperms($base) & 0001) === 0) {
+            chmod($base, (fileperms($base) & 07777) | 0011);
         }
         $dir = $base . '/cronlock-' . $kind . '-' . getmypid() . '-' . bin2hex(random_bytes(4));
         mkdir($dir, 0755, true);
@@ -437,7 +440,9 @@ final class DatabaseServer
                 return;
             }
             foreach (self::$live as $ref) {
-                $ref->get()?->stop();
+                if ($live = $ref->get()) {
+                    $live->stop();
+                }
             }
         });
     }

@@ -28,7 +28,9 @@ trait DatabaseTestHelpers
 
     public static function tearDownAfterClass(): void
     {
-        self::$server?->stop();
+        if (self::$server !== null) {
+            self::$server->stop();
+        }
         self::$server = null;
         parent::tearDownAfterClass();
     }
@@ -80,7 +82,7 @@ trait DatabaseTestHelpers
     {
         $quoted = "'" . str_replace("'", "''", $name) . "'";
         if (static::databaseKind() === 'mysql') {
-            $plain = strlen($name) <= 64 && !str_starts_with($name, 'cronlock:') && preg_match('/^[\x20-\x40\x5b-\x7e]+$/', $name);
+            $plain = strlen($name) <= 64 && strncmp($name, 'cronlock:', 9) !== 0 && preg_match('/^[\x20-\x40\x5b-\x7e]+$/', $name);
             $lockName = $plain ? $quoted : "CONCAT('cronlock:', SHA1($quoted))";
             return "SELECT GET_LOCK($lockName, 0)";
         }

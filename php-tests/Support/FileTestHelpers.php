@@ -222,7 +222,7 @@ trait FileTestHelpers
         foreach (array_keys($this->helperCommands) as $h) {
             try {
                 $this->killCommand($h);
-            } catch (\Throwable) {
+            } catch (\Throwable $e) {
                 // best effort in tearDown
             }
         }

@@ -29,8 +29,6 @@ final class Proc
     /** @var array<int, \WeakReference<self>> */
     private static array $live = [];
     private static bool $shutdownRegistered = false;
-    /** @var list<array{resource, array<int, resource>, ?string, int}> see __destruct() */
-    private static array $unreaped = [];
 
     /** @var resource */
     private $proc;
@@ -70,7 +68,6 @@ final class Proc
      */
     public static function startScript(string $script, array $args = [], array $env = [], ?string $tmpDir = null): self
     {
-        self::reapUnreaped();
         $cmd = [PHP_BINARY];
         $fullEnv = array_merge(getenv(), $env);
         $fullEnv = array_filter($fullEnv, static fn ($v) => $v !== false);
@@ -187,12 +184,10 @@ final class Proc
         $deadline = microtime(true) + $timeout;
         while (true) {
             $this->poll();
-            $haystacks = match ($stream) {
-                'stdout' => [$this->out],
-                'stderr' => [$this->err],
-                'any' => [$this->out, $this->err],
-                default => throw new \InvalidArgumentException("stream must be stdout, stderr or any, not $stream"),
-            };
+            $haystacks = ['stdout' => [$this->out], 'stderr' => [$this->err], 'any' => [$this->out, $this->err]][$stream] ?? null;
+            if ($haystacks === null) {
+                throw new \InvalidArgumentException("stream must be stdout, stderr or any, not $stream");
+            }
             foreach ($haystacks as $h) {
                 $lines = explode("\n", $h);
                 if ($this->exitCode === null) {
@@ -200,7 +195,7 @@ final class Proc
                     array_pop($lines);
                 }
                 foreach ($lines as $line) {
-                    if (str_contains($line, $text)) {
+                    if (strpos($line, $text) !== false) {
                         return $line;
                     }
                 }
@@ -232,30 +227,7 @@ final class Proc
     public function signal(int $signal): void
     {
         if ($this->isRunning()) {
-            self::sendSignal($this->proc, $this->pid, $signal);
-        }
-    }
-
-    /**
-     * PHP compiled to WebAssembly (scripts/phpunit-wasm): its proc_terminate()
-     * sends nothing, and a usleep() or proc_close() in a destructor run while
-     * an exception unwinds (a failed assertion) kills its engine.
-     */
-    private static function onWasm(): bool
-    {
-        return php_uname('s') === 'Emscripten';
-    }
-
-    /** @param resource $proc */
-    private static function sendSignal($proc, int $pid, int $signal): void
-    {
-        if (!self::onWasm()) {
-            proc_terminate($proc, $signal);
-            return;
-        }
-        $kill = proc_open(['kill', "-$signal", (string) $pid], [1 => ['file', '/dev/null', 'w'], 2 => ['file', '/dev/null', 'w']], $pipes);
-        if ($kill !== false) {
-            proc_close($kill);
+            proc_terminate($this->proc, $signal);
         }
     }
 
@@ -273,12 +245,6 @@ final class Proc
     {
         if (getmypid() !== $this->ownerPid) {
             return; // inherited through pcntl_fork(): not ours to kill
-        }
-        if (self::onWasm()) {
-            // see onWasm(): killed and closed at the next start() or at shutdown
-            self::$unreaped[] = [$this->proc, $this->pipes, $this->tmpDir, $this->pid];
-            unset(self::$live[spl_object_id($this)]);
-            return;
         }
         if ($this->exitCode === null) {
             $this->kill();
@@ -377,29 +343,6 @@ final class Proc
         return "\n--- stdout ---\n" . $this->out . "\n--- stderr ---\n" . $this->err;
     }
 
-    /** Children whose destructor ran on WebAssembly PHP: kill and close them now. */
-    private static function reapUnreaped(): void
-    {
-        foreach (self::$unreaped as [$proc, $pipes, $tmpDir, $pid]) {
-            if (is_resource($proc) && proc_get_status($proc)['running']) {
-                self::sendSignal($proc, $pid, 9);
-            }
-            foreach ($pipes as $pipe) {
-                if (is_resource($pipe)) {
-                    fclose($pipe);
-                }
-            }
-            if (is_resource($proc)) {
-                proc_close($proc);
-            }
-            if ($tmpDir !== null) {
-                @unlink("$tmpDir/child.php");
-                @rmdir($tmpDir);
-            }
-        }
-        self::$unreaped = [];
-    }
-
     private static function register(self $p): void
     {
         self::$live[spl_object_id($p)] = \WeakReference::create($p);
@@ -407,10 +350,11 @@ final class Proc
             self::$shutdownRegistered = true;
             register_shutdown_function(static function (): void {
                 foreach (self::$live as $ref) {
-                    $ref->get()?->__destruct();
+                    if ($live = $ref->get()) {
+                        $live->__destruct();
+                    }
                 }
                 self::$live = [];
-                self::reapUnreaped();
             });
         }
     }

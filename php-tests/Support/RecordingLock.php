@@ -16,9 +16,11 @@ final class RecordingLock implements Lock
     /** @var list<string> */
     public array $calls = [];
     private bool $held = false;
+    private bool $available;
 
-    public function __construct(private bool $available = true)
+    public function __construct(bool $available = true)
     {
+        $this->available = $available;
     }
 
     public function acquire(float $timeout = 0.0): bool

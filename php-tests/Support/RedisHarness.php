@@ -62,7 +62,7 @@ final class RedisHarness
     public static function fact(array $lines, string $key): ?string
     {
         foreach ($lines as $line) {
-            if (str_starts_with($line, "$key ")) {
+            if (strncmp($line, "$key ", strlen("$key ")) === 0) {
                 return substr($line, strlen($key) + 1);
             }
         }

@@ -35,22 +35,29 @@ final class RedisServer
     /** @var resource|null */
     private $conn = null;
     private ?int $connPid = null;
-    private readonly int $ownerPid;
+    private int $ownerPid;
+    private array $opts;
+    private string $dir;
+    private string $name;
+    private string $nodeDir;
+    private int $port;
+    private ?int $pid;
+    private bool $ownsDir;
 
     /**
      * @param array<string, mixed> $opts
      * @param string $dir the harness's directory (the topology's)
      * @param bool $ownsDir whether this object stops the whole directory
      */
-    private function __construct(
-        private readonly array $opts,
-        private readonly string $dir,
-        private readonly string $name,
-        private readonly string $nodeDir,
-        private int $port,
-        private ?int $pid,
-        private readonly bool $ownsDir,
-    ) {
+    private function __construct(array $opts, string $dir, string $name, string $nodeDir, int $port, ?int $pid, bool $ownsDir)
+    {
+        $this->opts = $opts;
+        $this->dir = $dir;
+        $this->name = $name;
+        $this->nodeDir = $nodeDir;
+        $this->port = $port;
+        $this->pid = $pid;
+        $this->ownsDir = $ownsDir;
         $this->ownerPid = getmypid();
     }
 
@@ -262,7 +269,8 @@ final class RedisServer
      * Simple-string replies come back as strings ("OK", "PONG"); an error
      * reply throws \RuntimeException("Redis error: …").
      */
-    public function command(string ...$args): mixed
+    /** @return mixed */
+    public function command(string ...$args)
     {
         $conn = $this->connection();
         $out = '*' . count($args) . "\r\n";
@@ -325,10 +333,11 @@ final class RedisServer
     }
 
     /** @param resource $conn */
-    private function readReply($conn): mixed
+    /** @return mixed */
+    private function readReply($conn)
     {
         $line = fgets($conn);
-        if ($line === false || !str_ends_with($line, "\r\n")) {
+        if ($line === false || substr($line, -2) !== "\r\n") {
             throw new \UnexpectedValueException("no reply from redis on port {$this->port} (timeout or closed)");
         }
         $type = $line[0];
@@ -396,7 +405,9 @@ final class RedisServer
         self::$shutdownRegistered = true;
         register_shutdown_function(static function (): void {
             foreach (self::$live as $ref) {
-                $ref->get()?->__destruct();
+                if ($live = $ref->get()) {
+                    $live->__destruct();
+                }
             }
             self::$live = [];
         });

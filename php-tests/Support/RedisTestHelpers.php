@@ -32,13 +32,16 @@ trait RedisTestHelpers
 
     public static function tearDownAfterClass(): void
     {
-        self::$server?->stop();
+        if (self::$server !== null) {
+            self::$server->stop();
+        }
         self::$server = null;
         parent::tearDownAfterClass();
     }
 
     /** A command to self::$server over a plain RESP connection, independent of cronlock. */
-    private static function raw(string ...$args): mixed
+    /** @return mixed */
+    private static function raw(string ...$args)
     {
         return self::$server->command(...$args);
     }

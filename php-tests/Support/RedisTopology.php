@@ -18,18 +18,25 @@ namespace CronLock\Tests\Support;
  */
 final class RedisTopology
 {
-    private readonly int $ownerPid;
+    private int $ownerPid;
+    /** @var list<RedisServer> data nodes (the first the initial master); read-only */
+    public array $servers;
+    /** @var list<RedisServer> read-only */
+    public array $sentinels;
+    private bool $isCluster;
+    /** read-only */
+    public string $dir;
 
     /**
      * @param list<RedisServer> $servers data nodes (the first the initial master)
      * @param list<RedisServer> $sentinels
      */
-    private function __construct(
-        public readonly array $servers,
-        public readonly array $sentinels,
-        private readonly bool $isCluster,
-        public readonly string $dir,
-    ) {
+    private function __construct(array $servers, array $sentinels, bool $isCluster, string $dir)
+    {
+        $this->servers = $servers;
+        $this->sentinels = $sentinels;
+        $this->isCluster = $isCluster;
+        $this->dir = $dir;
         $this->ownerPid = getmypid();
     }
 
@@ -84,7 +91,7 @@ final class RedisTopology
     }
 
     /** @return string|list<string> */
-    public function dsn(): string|array
+    public function dsn()
     {
         if ($this->isCluster) {
             $hosts = array_map(static fn (RedisServer $s) => '127.0.0.1:' . $s->port(), $this->servers);

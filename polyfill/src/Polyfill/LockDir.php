@@ -52,28 +52,23 @@ final class LockDir
             $base = is_dir('/run/lock') && is_writable('/run/lock') ? '/run/lock' : rtrim(sys_get_temp_dir(), '/');
             $dir = "$base/cronlock-$euid";
         }
+        // the extension's sentences (src/lock/dirs.rs)
+        $fail = static function (string $why) use ($dir): LockException {
+            return new LockException("lock directory $dir $why; remove it (cronlock recreates it) or set cronlock.lock_dir");
+        };
         if (!is_dir($dir) && !@mkdir($dir, 0700) && !is_dir($dir)) {
-            throw new LockException("cannot create lock directory $dir: " . FileSystem::lastReason());
+            throw $fail('cannot be created: ' . FileSystem::lastReason());
         }
         clearstatcache(true, $dir);
         $st = @lstat($dir);
         if ($st === false || ($st['mode'] & 0170000) !== 0040000) {
-            throw new LockException("lock directory $dir is not a directory (a symlink?); remove it or set cronlock.lock_dir");
+            throw $fail('is not a directory'); // a symlink too: lstat()
         }
         if ($st['uid'] !== $euid) {
-            throw new LockException(sprintf(
-                'lock directory %s is owned by uid %d, not by us (uid %d): another user could block or pre-create our locks; remove it or set cronlock.lock_dir',
-                $dir,
-                $st['uid'],
-                $euid
-            ));
+            throw $fail(sprintf("is owned by uid %d, not by this process's uid %d", $st['uid'], $euid));
         }
         if (($st['mode'] & 0022) !== 0) {
-            throw new LockException(sprintf(
-                'lock directory %s (owner uid %d) is writable by group or others; chmod 0700 it or set cronlock.lock_dir',
-                $dir,
-                $st['uid']
-            ));
+            throw $fail(sprintf('is writable by group or others (mode %04o)', $st['mode'] & 07777));
         }
         return [$dir, 0600];
     }
