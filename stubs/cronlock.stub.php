@@ -480,7 +480,10 @@ namespace CronLock {
          * unanswered 10 s after the server-side wait it asked for (a frozen server, a network
          * black hole; on Linux; elsewhere MySQL's 12 s read timeout bounds it), so a wait
          * ends within $timeout plus about 10 s, and a pending signal handler ends it at once;
-         * the next acquire() opens a new connection. A PDO given is never cut.
+         * the next acquire() opens a new connection. Opening that connection comes first and
+         * is bounded apart: by PDO::ATTR_TIMEOUT in 'pdo_options' (PostgreSQL's default 30 s)
+         * and, for MySQL, a 12 s read timeout; a signal handler runs only after it. A PDO
+         * given is never cut.
          *
          * @param float $timeout 0: try once; > 0: wait up to that many seconds; < 0: wait until acquired.
          * @return bool true: held now; false: held by another session (or the wait was cut short).
