@@ -177,7 +177,7 @@ $tests['cron_guard: runs, returns, releases; busy; exceptions; nested (D2); opti
     check(!$outer->isHeld(), 'the outer guard released');
 
     throws('ValueError', function () { cron_guard(function () {}, 'bad/name'); }, '$lock');
-    throws('TypeError', function () { cron_guard(function () {}, 5); }, '$lock');
+    throws('TypeError', function () { cron_guard(function () {}, new stdClass()); }, '$lock'); // 5 would be the lock name '5' (weak mode)
     throws('TypeError', function () { cron_guard(function () {}, 'job', ['wait' => '1']); }, "\$options['wait']");
     throws('ValueError', function () { cron_guard(function () {}, 'job', ['on_busy' => 256]); }, "\$options['on_busy']");
     throws('ValueError', function () { cron_guard(function () {}, 'job', ['max_runtime' => 0]); }, "\$options['max_runtime']");
