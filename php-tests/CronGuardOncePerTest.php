@@ -259,4 +259,30 @@ final class CronGuardOncePerTest extends TestCase
         self::assertGreaterThan(5_000, self::raw('PTTL', $key), 'left to expire at the window\'s end');
         self::raw('DEL', $key);
     }
+
+    /**
+     * acquire() on the held lock, and a guard nested in the job, confirm the
+     * hold without cutting the key's life down to the TTL: a run elsewhere
+     * in the same window stays busy (review R4 F01: it ran).
+     */
+    public function testAcquireOnTheHeldLockOrANestedGuardKeepsTheWindow(): void
+    {
+        self::awaitEarlyInWindow(60_000, 50_000); // at least 10 s of the window left
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 2.0);
+        $pttl = [];
+        $ran = cron_guard(function () use ($lock, $key, &$pttl) {
+            self::assertTrue($lock->acquire(0), 'acquire() on the held lock');
+            $pttl['after acquire() on the held lock'] = self::raw('PTTL', $key);
+            self::assertSame('inner', cron_guard(function () { return 'inner'; }, $lock));
+            $pttl['after a nested guard'] = self::raw('PTTL', $key);
+            self::assertTrue($lock->isHeld());
+            return 'ran';
+        }, $lock, ['once_per' => 60]);
+        self::assertSame('ran', $ran);
+        foreach ($pttl as $when => $ms) {
+            self::assertGreaterThan(5_000, $ms, "the key still lives to the window's end $when");
+        }
+        self::raw('DEL', $key);
+    }
 }

@@ -228,6 +228,11 @@ final class Redis implements Lock, \Serializable
     /** D1: acquire() on a held lock asks the server and extends the TTL; false drops the hold. */
     private function confirmHold(): bool
     {
+        if ($this->hold['windowEnd'] !== 0) {
+            // the acquire script's PEXPIRE would cut the key's life from its
+            // once-per window's end down to the TTL; renew() never shortens it
+            return $this->renew();
+        }
         try {
             $attempt = $this->attempt($this->hold['token'], true);
         } catch (RedisFailure $f) {

@@ -548,6 +548,12 @@ impl RedisLock {
         let Some(hold) = &self.hold else {
             return Ok(false);
         };
+        if hold.window_end_ms != 0 {
+            // The acquire script's PEXPIRE would cut the key's life from
+            // its once-per window's end down to the TTL; the renew script
+            // is the same token check and never shortens it.
+            return self.renew(None);
+        }
         let token = hold.token.clone();
         let state = Arc::clone(&hold.state);
         let gate = state.renew_gate.lock();
