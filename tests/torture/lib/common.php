@@ -359,44 +359,29 @@ final class Pids
     }
 }
 
+require_once __DIR__ . '/../../../php-tests/Support/RedisHarness.php';
+
 /**
  * Runs tests/redis-harness (the one harness that starts every Redis server of
- * the test suites; see the comment at its top). Returns the lines it printed.
+ * the test suites) through the PHPUnit suite's RedisHarness. Returns the
+ * lines it printed.
  *
  * @return list<string>
  */
 function redis_harness(string ...$args): array
 {
-    $proc = proc_open([T::$root . '/tests/redis-harness', ...$args], [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
-    if ($proc === false) {
-        throw new \RuntimeException('cannot run tests/redis-harness');
-    }
-    $out = (string) stream_get_contents($pipes[1]);
-    $err = (string) stream_get_contents($pipes[2]);
-    fclose($pipes[1]);
-    fclose($pipes[2]);
-    if (($rc = proc_close($proc)) !== 0) {
-        throw new \RuntimeException('redis-harness ' . implode(' ', $args) . " failed ($rc): " . trim($err));
-    }
-    return $out === '' ? [] : explode("\n", rtrim($out, "\n"));
+    return \CronLock\Tests\Support\RedisHarness::run(...$args);
 }
 
 /**
  * The node lines of the harness's facts, by name.
  *
  * @param list<string> $lines
- * @return array<string, array{role: string, port: int, pid: int}>
+ * @return array<string, array{name: string, role: string, port: int, pid: int, dir: string}>
  */
 function redis_nodes(array $lines): array
 {
-    $nodes = [];
-    foreach ($lines as $line) {
-        $w = explode(' ', $line);
-        if ($w[0] === 'node' && count($w) === 6) {
-            $nodes[$w[1]] = ['role' => $w[2], 'port' => (int) $w[3], 'pid' => (int) $w[4]];
-        }
-    }
-    return $nodes;
+    return array_column(\CronLock\Tests\Support\RedisHarness::nodes($lines), null, 'name');
 }
 
 /**
