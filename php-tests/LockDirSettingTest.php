@@ -129,4 +129,40 @@ final class LockDirSettingTest extends TestCase
         self::assertSame(0, $code, $err);
         self::assertStringContainsString("named locks directory => none: cronlock.lock_dir 'var/lock' is a relative path", $out);
     }
+
+    /**
+     * A trailing newline (from a config generator, a here-doc) names another,
+     * missing directory; the refusal must stay one log line.
+     */
+    public function testALockDirWithALineBreakIsNamedOnOneLine(): void
+    {
+        self::setLockDir("$this->dir/locks\n");
+        try {
+            cron_guard(fn () => 'ran', 'x');
+            self::fail('a lock_dir naming a missing directory was used');
+        } catch (LockException $e) {
+            self::assertStringStartsWith("cannot open lock file $this->dir/locks\\n/x.lock: ", $e->getMessage());
+            self::assertStringNotContainsString("\n", $e->getMessage());
+        }
+    }
+
+    /**
+     * php --ri is the extension's: it names a world-writable directory without
+     * the sticky bit as refused, as cron_guard() then refuses it.
+     *
+     * @group extension-only
+     */
+    public function testPhpRiSaysAWorldWritableLockDirWithoutTheStickyBitIsRefused(): void
+    {
+        chmod($this->dir, 0777);
+        [$code, $out, $err] = $this->runCommand([PHP_BINARY, '-n', '-d', 'extension=' . self::extensionPath(),
+            '-d', "cronlock.lock_dir=$this->dir", '--ri', 'cronlock']);
+        self::assertSame(0, $code, $err);
+        self::assertStringContainsString("named locks directory => none: lock directory $this->dir is world-writable without the sticky bit", $out);
+        chmod($this->dir, 01777);
+        [$code, $out, $err] = $this->runCommand([PHP_BINARY, '-n', '-d', 'extension=' . self::extensionPath(),
+            '-d', "cronlock.lock_dir=$this->dir", '--ri', 'cronlock']);
+        self::assertSame(0, $code, $err);
+        self::assertStringContainsString("named locks directory => $this->dir\n", $out);
+    }
 }

@@ -69,6 +69,43 @@ pub fn check_setting(setting: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What `php --ri cronlock` shows as the named locks directory: the path,
+/// or "none: " and the reason `cron_guard()` would refuse it. Nothing is
+/// created.
+pub fn named_lock_dir_summary(setting: &Path) -> String {
+    let checked = check_setting(setting).and_then(|()| {
+        let path = named_lock_dir_path(setting);
+        if !setting.as_os_str().is_empty() {
+            check_explicit_dir(&path)?;
+        }
+        Ok(path)
+    });
+    match checked {
+        Ok(path) => super::shorten(&path.display().to_string()),
+        Err(refusal) => format!("none: {refusal}"),
+    }
+}
+
+/// An explicit directory, followed if it is a symlink (the directory the
+/// files land in counts), must not be world-writable without the sticky
+/// bit: anyone could swap our lock file for theirs there. A missing one
+/// passes (opening the lock file then says so).
+fn check_explicit_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let mode = meta.permissions().mode();
+    if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+        return Err(Error::Lock(format!(
+            "lock directory {} is world-writable without the sticky bit; \
+             chmod +t it or set cronlock.lock_dir to a safer directory",
+            super::shorten(&path.display().to_string())
+        )));
+    }
+    Ok(())
+}
+
 /// The directory for named locks, made ready: the default one is created
 /// if missing and checked to be ours alone.
 ///
@@ -83,19 +120,7 @@ pub fn named_lock_dir(setting: &Path) -> Result<NamedLockDir> {
     check_setting(setting)?;
     let path = named_lock_dir_path(setting);
     if !setting.as_os_str().is_empty() {
-        // Followed, if it is a symlink: the directory the files land in counts.
-        if let Ok(meta) = std::fs::metadata(&path) {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = meta.permissions().mode();
-            // Anyone could swap our lock file for theirs in such a directory.
-            if mode & 0o002 != 0 && mode & 0o1000 == 0 {
-                return Err(Error::Lock(format!(
-                    "lock directory {} is world-writable without the sticky bit; \
-                     chmod +t it or set cronlock.lock_dir to a safer directory",
-                    super::shorten(&path.display().to_string())
-                )));
-            }
-        }
+        check_explicit_dir(&path)?;
         return Ok(NamedLockDir {
             path,
             file_mode: 0o644,
@@ -158,6 +183,28 @@ mod tests {
             err.contains("cronlock.lock_dir '/tmp\\u{0}/elsewhere' contains a NUL byte"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_summary_names_the_directory_or_why_it_is_refused() {
+        let open = std::env::temp_dir().join(format!("cronlock-dirs-{}", std::process::id()));
+        std::fs::create_dir_all(&open).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let summary = named_lock_dir_summary(&open);
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let sticky = named_lock_dir_summary(&open);
+        std::fs::remove_dir(&open).unwrap();
+        assert!(
+            summary.starts_with("none: lock directory ")
+                && summary.contains("world-writable without the sticky bit"),
+            "{summary}"
+        );
+        assert_eq!(sticky, open.display().to_string());
+        assert!(
+            named_lock_dir_summary(Path::new("rel")).starts_with("none: cronlock.lock_dir 'rel'")
+        );
+        assert_eq!(named_lock_dir_summary(Path::new("/srv/x\n")), "/srv/x\\n");
     }
 
     #[test]

@@ -45,12 +45,24 @@ pub enum Refusal {
 const MAX_ECHOED_CHARS: usize = 200;
 
 /// `name` as messages echo it: cut to 200 characters, with "…" appended
-/// when cut, so a 1 MB key does not become a 1 MB log line.
+/// when cut, so a 1 MB key does not become a 1 MB log line, and with its
+/// control characters escaped (`\n`, `\u{0}`), so that a name or path with
+/// a line break (a trailing newline from a config generator) cannot split
+/// one error into several log lines.
 pub fn shorten(name: &str) -> String {
-    match name.char_indices().nth(MAX_ECHOED_CHARS) {
-        Some((at, _)) => format!("{}…", &name[..at]),
-        None => name.to_owned(),
+    let mut shown = String::with_capacity(name.len().min(4 * MAX_ECHOED_CHARS));
+    for (count, c) in name.chars().enumerate() {
+        if count == MAX_ECHOED_CHARS {
+            shown.push('…');
+            break;
+        }
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
     }
+    shown
 }
 
 /// How long `acquire` may wait, from the PHP `$timeout` argument.
@@ -110,6 +122,18 @@ mod tests {
         let cut = shorten(&long);
         assert_eq!(cut.chars().count(), 201);
         assert!(cut.ends_with("k…"));
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(shorten("/srv/locks\n/job.lock"), "/srv/locks\\n/job.lock");
+        assert_eq!(
+            shorten("a\tb\r\u{0}\u{1b}\u{7f}\u{85}"),
+            "a\\tb\\r\\u{0}\\u{1b}\\u{7f}\\u{85}"
+        );
+        assert_eq!(shorten("é 'quoted' \\"), "é 'quoted' \\");
+        let cut = shorten(&"\n".repeat(300));
+        assert_eq!(cut, format!("{}…", "\\n".repeat(200)));
     }
 
     #[test]

@@ -29,13 +29,8 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
         }
     );
     let lock_dir = std::path::PathBuf::from(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
-    let effective = match crate::lock::dirs::check_setting(&lock_dir) {
-        Ok(()) => crate::lock::dirs::named_lock_dir_path(&lock_dir)
-            .to_string_lossy()
-            .into_owned(),
-        // cron_guard() throws this with a named or script lock
-        Err(refusal) => format!("none: {refusal}"),
-    };
+    // cron_guard() throws the refusal it names with a named or script lock
+    let effective = crate::lock::dirs::named_lock_dir_summary(&lock_dir);
     info_table_row!("named locks directory", effective.as_str());
     info_table_end!();
     engine::display_ini_entries(module);

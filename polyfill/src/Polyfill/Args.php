@@ -132,15 +132,26 @@ final class Args
         throw new \TypeError("$function(): Argument #$num (\$$param) must be of type $type, " . self::typeName($value) . ' given');
     }
 
-    /** A user-supplied name as messages show it: at most 200 characters, then "…". */
+    /**
+     * A user-supplied name as messages show it, as the extension's: at most
+     * 200 characters, then "…", and control characters escaped ("\n",
+     * "\u{0}") so that a name or path with a line break stays one log line.
+     */
     public static function cut(string $name): string
     {
-        if (strlen($name) <= self::NAME_MAX) {
-            return $name;
+        $cut = $name;
+        if (preg_match('/^.{' . self::NAME_MAX . '}(?=.)/su', $name, $m) === 1) {
+            $cut = $m[0] . '…';
+        } elseif (strlen($name) > self::NAME_MAX && preg_match('//u', $name) !== 1) {
+            // Not UTF-8: count bytes, and do not end inside a sequence.
+            $cut = preg_replace('/[\xC0-\xFF][\x80-\xBF]*$/', '', substr($name, 0, self::NAME_MAX)) . '…';
         }
-        $cut = substr($name, 0, self::NAME_MAX);
-        // Do not end inside a UTF-8 sequence.
-        $cut = preg_replace('/[\xC0-\xFF][\x80-\xBF]*$/', '', $cut);
-        return $cut . '…';
+        return preg_replace_callback('/[\x00-\x1F\x7F]|\xC2[\x80-\x9F]/', function (array $c) {
+            $named = ["\t" => '\\t', "\n" => '\\n', "\r" => '\\r'];
+            if (isset($named[$c[0]])) {
+                return $named[$c[0]];
+            }
+            return sprintf('\\u{%x}', ord(substr($c[0], -1)));
+        }, $cut);
     }
 }
