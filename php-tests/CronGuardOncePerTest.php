@@ -285,4 +285,114 @@ final class CronGuardOncePerTest extends TestCase
         }
         self::raw('DEL', $key);
     }
+
+    /**
+     * The key lives on to the window's end and a once_per run of another
+     * lock object (another host) in the same window is skipped.
+     */
+    private function assertTheWindowIsUsedUp(string $key, string $case): void
+    {
+        self::assertGreaterThan(5_000, self::raw('PTTL', $key), "$case: the key is left to expire at the window's end");
+        $log = $this->logToFile($this->dir);
+        $other = new Redis(self::$server->dsn(), $key, 30.0);
+        self::assertNull(cron_guard(static fn () => 'OTHER RAN', $other, ['once_per' => 60]), "$case: no second run in the window");
+        self::assertCount(1, self::logLines($log), "$case: the skipped run says so");
+        $this->restoreErrorLog();
+        self::raw('DEL', $key);
+    }
+
+    /**
+     * A once_per guard nested in a plain one on the same lock: the outer
+     * guard's release leaves the key to the window's end, and its renewals
+     * (auto_renew, a TTL far shorter than the window) never cut it down to
+     * the TTL (review R5 F01 A: the key was deleted, another host ran).
+     */
+    public function testAOncePerGuardNestedInAPlainGuardUsesUpTheWindow(): void
+    {
+        self::awaitEarlyInWindow(60_000, 50_000); // at least 10 s of the window left
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 0.3, ['auto_renew' => true]);
+        $pttl = null;
+        $ran = cron_guard(function () use ($lock, $key, &$pttl) {
+            self::assertSame('inner', cron_guard(static fn () => 'inner', $lock, ['once_per' => 60]));
+            usleep(700_000); // a few renewals
+            $pttl = self::raw('PTTL', $key);
+            return 'outer';
+        }, $lock);
+        self::assertSame('outer', $ran);
+        self::assertGreaterThan(5_000, $pttl, 'renewals kept the key to the window\'s end');
+        self::assertFalse($lock->isHeld());
+        $this->assertTheWindowIsUsedUp($key, 'nested');
+    }
+
+    /**
+     * A plain guard in one Fiber takes the hold, a once_per guard in
+     * another shares it and ends last (review R5 F01 B).
+     *
+     * @requires PHP >= 8.1
+     */
+    public function testAOncePerGuardSharingAPlainGuardsHoldInAnotherFiberUsesUpTheWindow(): void
+    {
+        self::awaitEarlyInWindow(60_000, 50_000);
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 30.0);
+        $ran = [];
+        $plain = new \Fiber(function () use ($lock, &$ran) {
+            cron_guard(function () use (&$ran) {
+                \Fiber::suspend();
+                $ran[] = 'plain';
+            }, $lock);
+        });
+        $oncePer = new \Fiber(function () use ($lock, &$ran) {
+            cron_guard(function () use (&$ran) {
+                \Fiber::suspend();
+                $ran[] = 'once_per';
+            }, $lock, ['once_per' => 60]);
+        });
+        $plain->start();
+        $oncePer->start();
+        $plain->resume();
+        self::assertTrue($lock->isHeld(), 'the once_per guard still runs');
+        $oncePer->resume();
+        self::assertSame(['plain', 'once_per'], $ran);
+        self::assertFalse($lock->isHeld());
+        $this->assertTheWindowIsUsedUp($key, 'Fibers');
+    }
+
+    /**
+     * A once_per guard on a lock the caller acquired: the caller's own
+     * release() leaves the key to the window's end (review R5 F01 C).
+     */
+    public function testAOncePerGuardOnALockTheCallerAcquiredUsesUpTheWindow(): void
+    {
+        self::awaitEarlyInWindow(60_000, 50_000);
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 2.0);
+        self::assertTrue($lock->acquire());
+        self::assertSame('ran', cron_guard(static fn () => 'ran', $lock, ['once_per' => 60]));
+        self::assertTrue($lock->isHeld(), 'the caller\'s hold, not the guard\'s to release');
+        self::assertTrue($lock->release());
+        self::assertFalse($lock->isHeld());
+        $this->assertTheWindowIsUsedUp($key, 'acquire()');
+    }
+
+    /**
+     * A once_per guard nested in one with a longer window keeps the key to
+     * the longer window's end: confirming a hold never shortens its key.
+     */
+    public function testANestedGuardWithAShorterWindowKeepsTheLongerOne(): void
+    {
+        RedisServer::requireVersion('7.0', 'PEXPIRETIME');
+        $key = self::key();
+        $lock = new Redis(self::$server->dsn(), $key, 2.0);
+        $hourEnd = (intdiv(self::serverMs(), 3_600_000) + 1) * 3_600_000;
+        $expires = [];
+        cron_guard(function () use ($lock, $key, &$expires) {
+            cron_guard(static fn () => null, $lock, ['once_per' => 60]);
+            $expires[] = self::raw('PEXPIRETIME', $key);
+        }, $lock, ['once_per' => 3600]);
+        $expires[] = self::raw('PEXPIRETIME', $key);
+        self::raw('DEL', $key);
+        self::assertSame([$hourEnd, $hourEnd], $expires, 'during the job, and after it');
+    }
 }

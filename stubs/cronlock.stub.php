@@ -654,7 +654,10 @@ namespace {
      *        The key lives at least until the end of the window in which it was taken; after
      *        the job (return, exception, exit(), fatal error) it is not deleted but left
      *        (token-checked PEXPIREAT) to expire at that window's end, so a short or failed job
-     *        still uses up its window; a job that outlasts its window releases as usual. A host
+     *        still uses up its window; a job that outlasts its window releases as usual. On a
+     *        lock this object already holds (your acquire(), an outer guard, another Fiber's) the
+     *        guard keeps the key to its window's end too, and whoever ends that hold later leaves
+     *        it to expire then. A host
      *        whose clock is ahead of the server's fires a tick at :00 in the previous window:
      *        delay the job a few seconds after the tick (crontab `sleep 5;`) so that every
      *        host within that skew of the server lands in the same window.

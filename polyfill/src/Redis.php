@@ -49,7 +49,7 @@ final class Redis implements Lock, \Serializable
     private $ownerPid = 0;
     /** @var RedisClient|null */
     private $client;
-    /** @var array{token: string, fence: int, validUntil: float, keptUntil: float, lost: bool, windowEnd: int}|null windowEnd: Unix ms of the server's clock when the once-per window of the hold ends (0: none) */
+    /** @var array{token: string, fence: int, validUntil: float, keptUntil: float, lost: bool, windowEnd: int}|null windowEnd: Unix ms of the server's clock when the latest once-per window the hold was taken or confirmed in ends (0: none) */
     private $hold;
     /** @var int|null cron_guard()'s 'once_per' in ms, set for its acquire only (see Polyfill\CronGuard) */
     private $oncePerMs;
@@ -197,8 +197,8 @@ final class Redis implements Lock, \Serializable
 
     /**
      * One run of the acquire script (retried once on a broken connection: it
-     * is idempotent for a given token); in once-per mode (not when confirming
-     * a hold) the one that also keeps the key until its window ends.
+     * is idempotent for a given token); in once-per mode the one that also
+     * keeps the key until its window ends (a confirmed hold too).
      *
      * @return array{0: bool, 1: int|float|null, 2: float, 3: int, 4: float} [true, fence, sent,
      *         window end in ms or 0, seconds the window keeps the key from sent on] when the key
@@ -209,8 +209,8 @@ final class Redis implements Lock, \Serializable
     {
         $sent = microtime(true);
         $keys = [$this->key, $this->key . ':fence'];
-        if ($this->oncePerMs !== null && !$confirm) {
-            list($reply) = $this->run(Scripts::ACQUIRE_IN_WINDOW_LUA, $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs], $inWait);
+        if ($this->oncePerMs !== null) {
+            list($reply) = $this->run(Scripts::ACQUIRE_IN_WINDOW_LUA, $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs, $confirm ? '1' : '0'], $inWait);
         } else {
             list($reply) = $this->run(Scripts::ACQUIRE_LUA, $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
         }
@@ -225,10 +225,16 @@ final class Redis implements Lock, \Serializable
         return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent, 0, 0.0];
     }
 
-    /** D1: acquire() on a held lock asks the server and extends the TTL; false drops the hold. */
+    /**
+     * D1: acquire() on a held lock asks the server and extends the TTL; false drops the hold.
+     * In once-per mode (a once-per guard on a hold it did not take: the caller's acquire(),
+     * an outer guard, a guard in another Fiber) it also keeps the key to the end of the
+     * current window, and the hold then ends as one taken in that window does, whoever
+     * releases it.
+     */
     private function confirmHold(): bool
     {
-        if ($this->hold['windowEnd'] !== 0) {
+        if ($this->oncePerMs === null && $this->hold['windowEnd'] !== 0) {
             // the acquire script's PEXPIRE would cut the key's life from its
             // once-per window's end down to the TTL; renew() never shortens it
             return $this->renew();
@@ -243,6 +249,16 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $this->hold['validUntil'] = max($this->hold['validUntil'], $attempt[2] + $this->ttl);
+        if ($attempt[3] > $this->hold['windowEnd']) {
+            $this->hold['windowEnd'] = $attempt[3];
+            $this->hold['keptUntil'] = max($this->hold['keptUntil'], $attempt[2] + $attempt[4]);
+            if ($this->renewer !== null) {
+                // Its renewals must not cut the key's life below the window's end either.
+                // The key was just extended from $sent on, so its schedule restarts there.
+                // A helper that is gone lets the hold run out as it would anyway.
+                $this->renewer->hold($this->holdSeq, $this->hold['token'], $attempt[3], $attempt[2]);
+            }
+        }
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         return true;
     }

@@ -137,7 +137,8 @@ final class Renewer
      * Renew $token (it belongs to acquisition number $seq, whose script was sent at $sent,
      * microtime), never shortening the key's life below $windowEnd (Unix ms of the server's
      * clock; 0: no once-per window). The first renewal is due $ttl/3 after $sent (at once if
-     * that has passed).
+     * that has passed). Sent again for the same $seq when a once-per acquire confirmed the hold
+     * to a later window's end: the renewals then count from that confirm's $sent.
      *
      * @return bool false if the helper is gone
      * @throws LockException when it never became ready

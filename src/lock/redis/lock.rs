@@ -71,9 +71,6 @@ pub struct RedisLock {
 pub(super) struct Hold {
     token: String,
     fence: i64,
-    /// End of the once-per window this hold was taken in (Unix ms of the
-    /// server's clock); 0: an ordinary hold.
-    window_end_ms: i64,
     state: Arc<HoldState>,
     renewer: Option<JoinHandle<()>>,
 }
@@ -100,7 +97,8 @@ pub(super) enum Mode {
     Take,
     /// One try of a waiter.
     Wait,
-    /// `acquire()` on a held lock: only confirm and extend, never take.
+    /// `acquire()` on a held lock: only confirm and extend, never take (in
+    /// once-per mode, extend to the window's end too).
     Confirm,
 }
 
@@ -511,8 +509,7 @@ impl RedisLock {
         token: &str,
         mode: Mode,
     ) -> redis::ScriptInvocation<'static> {
-        let in_window = self.once_per.filter(|_| mode != Mode::Confirm);
-        let script = match in_window {
+        let script = match self.once_per {
             Some(_) => &scripts().acquire_in_window,
             None => &scripts().acquire,
         };
@@ -522,10 +519,10 @@ impl RedisLock {
             .key(&self.fence_key)
             .arg(token)
             .arg(ttl_ms(self.ttl));
-        match in_window {
-            Some(window) => invocation.arg(ttl_ms(window)),
-            None => invocation.arg(if mode == Mode::Confirm { "1" } else { "0" }),
-        };
+        if let Some(window) = self.once_per {
+            invocation.arg(ttl_ms(window));
+        }
+        invocation.arg(if mode == Mode::Confirm { "1" } else { "0" });
         invocation
     }
 
@@ -544,11 +541,15 @@ impl RedisLock {
     }
 
     /// D1: acquire() on a held lock asks the server and extends the TTL.
+    /// In once-per mode (a once-per guard on a hold it did not take: the
+    /// caller's acquire(), an outer guard, a guard in another Fiber) it
+    /// also keeps the key to the end of the current window, and the hold
+    /// then ends as one taken in that window does, whoever releases it.
     fn confirm_hold(&mut self) -> Result<bool> {
         let Some(hold) = &self.hold else {
             return Ok(false);
         };
-        if hold.window_end_ms != 0 {
+        if self.once_per.is_none() && hold.state.window_end_ms() != 0 {
             // The acquire script's PEXPIRE would cut the key's life from
             // its once-per window's end down to the TTL; the renew script
             // is the same token check and never shortens it.
@@ -559,7 +560,14 @@ impl RedisLock {
         let gate = state.renew_gate.lock();
         let sent = Instant::now();
         match self.attempt(&token, Mode::Confirm)? {
-            Attempt::Ours(..) if state.extend(sent, self.valid_for(self.ttl)) => Ok(true),
+            Attempt::Ours(_, _, window_end, window_left)
+                if state.extend(sent, self.valid_for(self.ttl)) =>
+            {
+                if window_end != 0 {
+                    state.keep_to_window_end(window_end, sent, self.valid_for(window_left));
+                }
+                Ok(true)
+            }
             // Ours, or it ran out while we asked (no reviving it).
             Attempt::Ours(..) | Attempt::Busy(_) => {
                 state.lost.store(true, Ordering::Release);
@@ -580,12 +588,14 @@ impl RedisLock {
         window_left: Duration,
     ) -> Result<bool> {
         let state = HoldState::new(sent, self.valid_for(self.ttl));
-        // once_per: the key lives until its window ends whatever the TTL,
-        // so the hold does too (renew() and isHeld() say so).
-        state.keep_at_least(self.valid_for(window_left));
+        if window_end_ms != 0 {
+            // once_per: the key lives until its window ends whatever the
+            // TTL, so the hold does too (renew() and isHeld() say so).
+            state.keep_to_window_end(window_end_ms, sent, self.valid_for(window_left));
+        }
         let state = Arc::new(state);
         let renewer = if self.options.auto_renew {
-            match self.spawn_renewer(&token, &state, window_end_ms) {
+            match self.spawn_renewer(&token, &state) {
                 Ok(renewer) => Some(renewer),
                 Err(err) => {
                     // Best effort: otherwise the key stays until its TTL.
@@ -604,7 +614,6 @@ impl RedisLock {
         self.hold = Some(Hold {
             token,
             fence,
-            window_end_ms,
             state,
             renewer,
         });
@@ -615,7 +624,6 @@ impl RedisLock {
         &self,
         token: &str,
         state: &Arc<HoldState>,
-        window_end_ms: i64,
     ) -> std::io::Result<JoinHandle<()>> {
         let renewal = Renewal {
             nodes: self
@@ -624,7 +632,9 @@ impl RedisLock {
                 .map(|node| Node::new(node.server.clone()))
                 .collect(),
             options: self.options,
-            invocation: renew_invocation(&self.key, token, self.ttl, window_end_ms),
+            key: self.key.clone(),
+            token: token.to_owned(),
+            ttl: self.ttl,
             release: {
                 let mut release = scripts().release.prepare_invoke();
                 release.key(&self.key).arg(token).arg(&self.channel);
@@ -657,7 +667,7 @@ impl RedisLock {
         };
         let state = Arc::clone(&hold.state);
         let token = hold.token.clone();
-        let invocation = renew_invocation(&self.key, &hold.token, ttl, hold.window_end_ms);
+        let invocation = renew_invocation(&self.key, &hold.token, ttl, state.window_end_ms());
         let gate = state.renew_gate.lock();
         // Lost, or run out unrenewed: a dropped hold stays dropped.
         if !state.is_valid() {
@@ -715,8 +725,12 @@ impl RedisLock {
         // and no need to reach a server that may be gone.
         let released = if !hold.state.is_valid() {
             Ok(false)
-        } else if hold.window_end_ms != 0 {
-            self.leave_to_expire(&hold.token, hold.window_end_ms, hold.state.remaining())
+        } else if hold.state.window_end_ms() != 0 {
+            self.leave_to_expire(
+                &hold.token,
+                hold.state.window_end_ms(),
+                hold.state.remaining(),
+            )
         } else {
             self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()))
         };
@@ -724,12 +738,14 @@ impl RedisLock {
         released
     }
 
-    /// Makes the next acquire that takes the key (not one that confirms a
-    /// hold) a once-per-window acquire: windows of `period` aligned to the
-    /// Unix epoch on the Redis server's clock (`TIME`), the key kept at
-    /// least until the window in which it was taken ends. `None` turns it
-    /// off. Releasing such a hold leaves the key to expire at its window's
-    /// end instead of deleting it (a run that failed still used its window).
+    /// Makes the next acquire a once-per-window acquire: windows of
+    /// `period` aligned to the Unix epoch on the Redis server's clock
+    /// (`TIME`), the key kept at least until the window in which it was
+    /// taken, or the hold confirmed (an acquire on a held lock), ends.
+    /// `None` turns it off. Releasing such a hold, whoever does it, leaves
+    /// the key to expire at the latest such window's end instead of
+    /// deleting it (a run that failed still used its window); renewals
+    /// never shorten the key's life below it.
     pub fn set_once_per(&mut self, period: Option<Duration>) {
         self.once_per = period;
     }

@@ -53,7 +53,11 @@
 //! - once per window (`cron_guard`'s `'once_per'`, see
 //!   [`RedisLock::set_once_per`]): the acquire script also reads the
 //!   server's `TIME`, computes the end of the window (aligned to the Unix
-//!   epoch) and `PEXPIREAT`s the key to it if that is later than the TTL;
+//!   epoch) and `PEXPIREAT`s the key to it if that is later than the key's
+//!   expiry; an acquire on a held lock in this mode confirms the hold by
+//!   it (never taking a key that is gone, never shortening the key's life),
+//!   and the hold is then kept to the latest window's end it was confirmed
+//!   in, whoever took it;
 //!   renew never shortens the key below it; at the job's end a token-checked
 //!   script `PEXPIREAT`s the key to the window's end instead of deleting it
 //!   (or deletes and publishes, as release does, once the window is over).

@@ -3,10 +3,11 @@
 use super::cluster::Cluster;
 use super::options::RedisOptions;
 use super::redlock::{on_all, verdict, Node, Verdict};
+use super::scripts::renew_invocation;
 use super::sentinel::Sentinel;
 use parking_lot::{Condvar, Mutex};
 use redis::ScriptInvocation;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest pause between auto-renew attempts after a failed one.
@@ -21,6 +22,12 @@ pub(super) struct HoldState {
     /// The key lives at least this long after `acquired_at` whatever a
     /// renewal sets (a once-per window's end); 0: no such floor.
     kept_until_ns: AtomicU64,
+    /// End of the latest once-per window the key is kept to (Unix ms of
+    /// the server's clock), below which no renewal shortens its life and
+    /// which its release leaves it to expire at; 0: an ordinary hold.
+    /// Atomic: a once-per guard that confirms the hold (not only the one
+    /// that took it) sets it while the renewal thread reads it.
+    window_end_ms: AtomicI64,
     pub(super) lost: AtomicBool,
     /// Serializes renewals so an older reply cannot overwrite the expiry a
     /// newer one set.
@@ -35,6 +42,7 @@ impl HoldState {
             acquired_at,
             expires_after_ns: AtomicU64::new(0),
             kept_until_ns: AtomicU64::new(0),
+            window_end_ms: AtomicI64::new(0),
             lost: AtomicBool::new(false),
             renew_gate: Mutex::new(()),
             stopping: Mutex::new(false),
@@ -44,11 +52,22 @@ impl HoldState {
         state
     }
 
-    /// The key is known to live `at_least` from `acquired_at` on (a
-    /// once-per window): the hold stays valid that long.
-    pub(super) fn keep_at_least(&self, at_least: Duration) {
-        let nanos = u64::try_from(at_least.as_nanos()).unwrap_or(u64::MAX);
-        self.kept_until_ns.store(nanos, Ordering::Release);
+    /// A once-per window that ends at `window_end_ms` keeps the key, as a
+    /// script sent at `sent` found, `left` from then on at least: the hold
+    /// stays valid that long, and renewals and the release keep the key to
+    /// that end. An earlier window than one already recorded changes
+    /// nothing (the scripts never shorten the key's life either).
+    pub(super) fn keep_to_window_end(&self, window_end_ms: i64, sent: Instant, left: Duration) {
+        let after = sent.saturating_duration_since(self.acquired_at) + left;
+        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
+        self.kept_until_ns.fetch_max(nanos, Ordering::AcqRel);
+        self.window_end_ms
+            .fetch_max(window_end_ms, Ordering::AcqRel);
+    }
+
+    /// See [`HoldState::keep_to_window_end`]; 0: no once-per window.
+    pub(super) fn window_end_ms(&self) -> i64 {
+        self.window_end_ms.load(Ordering::Acquire)
     }
 
     fn store_expiry(&self, sent: Instant, ttl: Duration) {
@@ -112,7 +131,9 @@ pub(super) struct Renewal {
     /// The server, or the Redlock masters (fresh connections of its own).
     pub(super) nodes: Vec<Node>,
     pub(super) options: RedisOptions,
-    pub(super) invocation: ScriptInvocation<'static>,
+    pub(super) key: String,
+    pub(super) token: String,
+    pub(super) ttl: Duration,
     /// The token-checked delete, for a renewal that came back too late.
     pub(super) release: ScriptInvocation<'static>,
     /// How long a renewal counts as valid from when it was sent.
@@ -130,7 +151,11 @@ impl Renewal {
         while !state.wait_for_stop(next) {
             let gate = state.renew_gate.lock();
             let sent = Instant::now();
-            let invocation = &self.invocation;
+            // Read at each renewal: a once-per guard that confirms the
+            // hold may have kept it to a window's end since.
+            let invocation =
+                renew_invocation(&self.key, &self.token, self.ttl, state.window_end_ms());
+            let invocation = &invocation;
             let followed = match &mut self.sentinel {
                 Some(sentinel) => sentinel.follow(&mut self.nodes[0], &self.options).is_ok(),
                 None => true,

@@ -43,8 +43,11 @@ return {0, redis.call('PTTL', KEYS[1]), holder, 0, 0}
 /// pays nothing for it.
 pub(super) const ACQUIRE_IN_WINDOW_LUA: &str = r"
 -- KEYS[1] lock key, KEYS[2] fence counter
--- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] window in ms
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] window in ms,
+-- ARGV[4] '1': only confirm a hold we have
 -- Reply {1, fence, '', window end in ms, ms until then} or {0, PTTL, holder, 0, 0}.
+-- Never shortens the key's life: a hold confirmed here may already be kept
+-- to a later window's end.
 -- Redis < 5 lets a script write after TIME only in this mode.
 if redis.replicate_commands then redis.replicate_commands() end
 local function window_end()
@@ -52,12 +55,12 @@ local function window_end()
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local ends = (math.floor(now / window) + 1) * window
-  if ends > now + tonumber(ARGV[2]) then
+  if ends > now + redis.call('PTTL', KEYS[1]) then
     redis.call('PEXPIREAT', KEYS[1], string.format('%d', ends))
   end
   return ends, ends - now
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if ARGV[4] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCR', KEYS[2])
   if type(fence) == 'table' then
     redis.call('DEL', KEYS[1])
@@ -72,8 +75,10 @@ if type(holder) == 'table' then
   return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ' value, not a string')
 end
 if holder == ARGV[1] then
-  -- a retry whose first reply was lost
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  -- a hold being confirmed, or a retry whose first reply was lost
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   local fence = tonumber(redis.pcall('GET', KEYS[2]))
   return {1, fence or 0, '', window_end()}
 end

@@ -1011,6 +1011,57 @@ fn once_per_a_job_that_outlasts_its_window_releases() {
     assert_eq!(pttl(&mut raw, "job"), -1);
 }
 
+/// Review R5 F01: a once-per acquire on a hold taken without a window (an
+/// outer plain guard, the caller's own acquire) keeps the key to the
+/// window's end through renewals and the release, whoever makes it.
+#[test]
+fn once_per_confirming_a_plain_hold_keeps_the_key_to_the_windows_end() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    while server_ms(&mut raw) % 60_000 > 50_000 {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let window_end = (server_ms(&mut raw) / 60_000 + 1) * 60_000;
+    let mut a = auto_renewing(&dsn, "job", Duration::from_millis(150));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    a.set_once_per(Some(Duration::from_secs(60)));
+    assert_eq!(a.acquire(Wait::Once), Ok(true), "confirmed");
+    a.set_once_per(None);
+    assert_eq!(a.fencing_token(), Some(1), "confirmed, not taken again");
+    assert_eq!(pexpiretime(&mut raw, "job"), window_end);
+    thread::sleep(Duration::from_millis(500));
+    assert!(a.is_held(), "held to the window's end whatever the TTL");
+    assert_eq!(
+        pexpiretime(&mut raw, "job"),
+        window_end,
+        "the renewal thread never shortens the key's life below its window's end"
+    );
+    assert_eq!(a.acquire(Wait::Once), Ok(true), "a plain confirm");
+    assert_eq!(a.renew(None), Ok(true));
+    assert_eq!(pexpiretime(&mut raw, "job"), window_end, "nor do they");
+    let token = a.token().unwrap().to_owned();
+    assert_eq!(a.release(), Ok(true));
+    assert_eq!(get(&mut raw, "job").as_deref(), Some(token.as_str()));
+    assert_eq!(
+        pexpiretime(&mut raw, "job"),
+        window_end,
+        "left to the window's end"
+    );
+
+    // Confirming in once-per mode never retakes a key that is gone.
+    let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    let mut b = new_lock(&dsn, "job", Duration::from_secs(10));
+    assert_eq!(b.acquire(Wait::Once), Ok(true));
+    let _: () = redis::cmd("DEL").arg("job").query(&mut raw).unwrap();
+    b.set_once_per(Some(Duration::from_secs(60)));
+    assert_eq!(b.acquire(Wait::Once), Ok(false), "lost, not retaken");
+    assert!(!b.is_held());
+    assert_eq!(get(&mut raw, "job"), None);
+    let fence: i64 = redis::cmd("GET").arg("job:fence").query(&mut raw).unwrap();
+    assert_eq!(fence, 2, "no fencing number drawn by the confirm");
+}
+
 /// The lock error a key of the wrong type must give (never "busy").
 fn wrong_type_error(result: Result<bool>, kind: &str) {
     match result {

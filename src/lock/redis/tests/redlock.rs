@@ -392,3 +392,26 @@ fn an_unanswered_redlock_acquire_is_taken_over_or_cleaned_up_on_every_master() {
     drop(lock);
     assert_eq!(keys_left(), 0);
 }
+
+/// A once-per confirm of a plain Redlock hold keeps the key to the window's
+/// end on every master, and the release leaves it there (review R5 F01).
+#[test]
+fn a_once_per_confirm_keeps_a_redlock_to_the_windows_end() {
+    let servers = masters(3);
+    let dsns = dsns(&servers);
+    let mut raw = servers[0].raw();
+    while server_ms(&mut raw) % 60_000 > 50_000 {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut a = redlock(&dsns, Duration::from_secs(2), quick());
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    a.set_once_per(Some(Duration::from_secs(60)));
+    assert_eq!(a.acquire(Wait::Once), Ok(true));
+    a.set_once_per(None);
+    assert_eq!(a.release(), Ok(true));
+    for server in &servers {
+        let mut raw = server.raw();
+        let window_end = (server_ms(&mut raw) / 60_000 + 1) * 60_000;
+        assert_eq!(pexpiretime(&mut raw, "job"), window_end);
+    }
+}
