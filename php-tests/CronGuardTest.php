@@ -277,6 +277,73 @@ final class CronGuardTest extends TestCase
         self::assertCount(1, self::logLines($log), 'one error_log() line');
     }
 
+    /** @return iterable<string, array{string}> */
+    public static function forkChildEndings(): iterable
+    {
+        yield 'the child exit()s' => ['exit(0);'];
+        yield 'the child returns from the job' => ['return "child";'];
+        yield 'the child throws' => ['throw new \RuntimeException("the worker failed");'];
+    }
+
+    /**
+     * A pcntl_fork() worker inherits the cron_guard() running in its parent:
+     * its end (exit(), return, an uncaught exception) must not call
+     * release() on the parent's lock, which a lock class of the user's own
+     * (one flock() file description for both processes) frees for both.
+     *
+     * @dataProvider forkChildEndings
+     */
+    public function testAForkChildEndingInsideTheJobNeverReleasesTheParentsLock(string $childEnds): void
+    {
+        if (!function_exists('pcntl_fork')) {
+            self::markTestSkipped('needs pcntl_fork()');
+        }
+        if (!is_executable('/usr/bin/flock')) {
+            self::markTestSkipped('needs util-linux flock(1)');
+        }
+        $code = <<<'PHP'
+            $path = $argv[1];
+            $me = getmypid();
+            echo "PARENT $me\n";
+            $lock = new class ($path) implements CronLock\Lock {
+                private $handle;
+                private $held = false;
+                public function __construct(string $path) { $this->handle = fopen($path, 'c'); }
+                public function acquire(float $timeout = 0.0): bool { return $this->held = flock($this->handle, LOCK_EX | LOCK_NB); }
+                public function renew(?float $ttl = null): bool { return $this->held; }
+                public function release(): bool
+                {
+                    if (!$this->held) { return false; }
+                    $this->held = false;
+                    echo "RELEASE in ", getmypid(), "\n";
+                    return flock($this->handle, LOCK_UN);
+                }
+                public function isHeld(): bool { return $this->held; }
+            };
+            $result = cron_guard(function () use ($path) {
+                $pid = pcntl_fork();
+                if ($pid === 0) {
+                    CHILD_ENDS
+                }
+                pcntl_waitpid($pid, $status);
+                exec('/usr/bin/flock -n ' . escapeshellarg($path) . ' true', $out, $rc);
+                echo $rc === 0 ? "OTHER GOT IT\n" : "OTHER BUSY\n";
+                return 'parent';
+            }, $lock);
+            if (getmypid() !== $me) { exit(0); }
+            echo "DONE $result\n";
+            PHP;
+        $p = Proc::start(str_replace('CHILD_ENDS', $childEnds, $code), ["{$this->controlDir}/userland.lock"]);
+        $p->wait();
+        $out = $p->stdout();
+        self::assertMatchesRegularExpression('/^PARENT (\d+)$/m', $out, $out . $p->stderr());
+        preg_match('/^PARENT (\d+)$/m', $out, $m);
+        self::assertStringContainsString("OTHER BUSY\n", $out, 'the lock stays held while the parent\'s job runs: ' . $out . $p->stderr());
+        $releases = array_values(preg_grep('/^RELEASE /', explode("\n", $out)));
+        self::assertSame(["RELEASE in {$m[1]}"], $releases, 'release() runs in the parent only, once');
+        self::assertStringContainsString("DONE parent\n", $out);
+    }
+
     public function testAnExceptionFromAUserlandAcquirePropagates(): void
     {
         $failing = new class () implements Lock {

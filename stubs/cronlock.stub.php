@@ -606,6 +606,8 @@ namespace {
      *   cron_guard() in several Fibers) share the hold one of them took: each confirms it
      *   with acquire() (a failed confirmation is busy), and it is released when the last of
      *   them ends, in whatever order they end, so it stays held while any of their jobs runs.
+     * - A pcntl_fork() child made inside the job never calls release(), however it ends
+     *   (exit(), returning from the job, an uncaught exception): the hold is its parent's.
      * - A lock this process holds through another object (two File objects on one file,
      *   nested cron_guard('name')) is busy at once; with 'wait' != 0 that throws LockException.
      * - When busy, one line naming the lock and the holder's pid goes to error_log()

@@ -274,6 +274,11 @@ mod holds {
         lock: Zval,
         /// The guards on it whose jobs have not ended yet.
         guards: usize,
+        /// The process that took it: a `pcntl_fork()` child inherits the
+        /// guards running in its parent, and their end there (the child's
+        /// `exit()`, fatal error or return) must not release the parent's
+        /// hold, as a lock class of the user's own would free it for both.
+        pid: u32,
     }
 
     thread_local! {
@@ -315,13 +320,15 @@ mod holds {
                 object,
                 lock: lock.shallow_clone(),
                 guards: 1,
+                pid: std::process::id(),
             });
             Hold { id }
         })
     }
 
     /// One guard of hold `id` ended: the lock to release when it was the
-    /// last; `None` while others run, or when a fatal error released it.
+    /// last; `None` while others run, when a fatal error released it, or in
+    /// a fork child of the process that took it.
     fn leave(id: u64) -> Option<Zval> {
         HOLDS.with(|holds| {
             let mut holds = holds.borrow_mut();
@@ -330,7 +337,8 @@ mod holds {
             if holds[at].guards > 0 {
                 return None;
             }
-            Some(holds.remove(at).lock)
+            let shared = holds.remove(at);
+            (shared.pid == std::process::id()).then_some(shared.lock)
         })
     }
 
@@ -422,7 +430,8 @@ mod holds {
     /// exit() sets the exit status; the other locks are released all the
     /// same, and the fatal error goes on to shutdown as before.
     pub fn release_all_after_fatal() {
-        let all: Vec<Shared> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
+        let mut all: Vec<Shared> = HOLDS.with(|holds| std::mem::take(&mut *holds.borrow_mut()));
+        all.retain(|shared| shared.pid == std::process::id());
         let frame = engine::current_frame();
         engine::with_room_for_cleanup(|| {
             for shared in all.iter().rev() {

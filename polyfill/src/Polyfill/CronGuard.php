@@ -19,11 +19,13 @@ final class CronGuard
 {
     /**
      * Per lock object (spl_object_hash): [the Lock a running cron_guard() took, how many
-     * guards on it still run, the hold's id]. Guards on one object at the same time (nested,
-     * or in several Fibers) share its hold; the last one to end releases it. What is left
-     * is released at shutdown.
+     * guards on it still run, the hold's id, the pid that took it]. Guards on one object at
+     * the same time (nested, or in several Fibers) share its hold; the last one to end
+     * releases it. What is left is released at shutdown. A pcntl_fork() child inherits the
+     * guards running in its parent: their end there (the child's exit(), return or fatal
+     * error) never releases, as a lock class of the user's own would free it for both.
      *
-     * @var array<string, array{0: Lock, 1: int, 2: int}>
+     * @var array<string, array{0: Lock, 1: int, 2: int, 3: int}>
      */
     private static $active = [];
     /** @var int */
@@ -101,7 +103,7 @@ final class CronGuard
             self::$active[$key][1]++;
             $hold = [$key, self::$active[$key][2]];
         } elseif (!$alreadyHeld) {
-            self::$active[$key] = [$lock, 1, self::$nextId];
+            self::$active[$key] = [$lock, 1, self::$nextId, Process::pid()];
             $hold = [$key, self::$nextId++];
         }
         // finally, not after the call: a Fiber destroyed while suspended in
@@ -124,6 +126,9 @@ final class CronGuard
         foreach (array_reverse(self::$active, true) as $key => $shared) {
             unset(self::$active[$key]);
             $lock = $shared[0];
+            if ($shared[3] !== Process::pid()) {
+                continue; // the parent's hold, inherited by this fork child
+            }
             try {
                 $lock->release();
             } catch (\Throwable $e) {
@@ -150,7 +155,11 @@ final class CronGuard
         if (--self::$active[$key][1] > 0) {
             return; // another guard's job on it still runs
         }
+        $takenBy = self::$active[$key][3];
         unset(self::$active[$key]);
+        if ($takenBy !== Process::pid()) {
+            return; // the parent's hold, inherited by this fork child
+        }
         try {
             $lock->release();
         } catch (\Throwable $e) {
