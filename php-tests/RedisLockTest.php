@@ -424,6 +424,35 @@ final class RedisLockTest extends TestCase
         self::assertSame(0, $server->command('EXISTS', $key));
     }
 
+    /**
+     * Every new TLS connection's first command must get its answer. Below
+     * PHP 8.4, phpredis's check of the stream before each command could
+     * block forever, with no timeout, when the TLS 1.3 server's session
+     * tickets arrived before that check (php-src GH-10495; see
+     * PhpRedisClient::eofCheckMayHangOnTls13()): a race each connect lost
+     * about as often as not on PHP 7.4, so 30 fresh connections in a row
+     * (each lock object opens its own) hung within a few. The bound only
+     * says "does not hang": they take well under a second.
+     */
+    public function testFreshTlsConnectionsNeverHangOnTheirFirstCommand(): void
+    {
+        $server = $this->ownServer(['tls' => true]);
+        $key = self::key();
+        $code = sprintf(<<<'PHP'
+            for ($i = 0; $i < 30; $i++) {
+                $lock = new \CronLock\Redis(%s, %s . ":$i", 10.0);
+                if (!$lock->acquire(0) || !$lock->release()) { echo "FAILED $i\n"; exit(2); }
+                unset($lock); // closes its connection
+            }
+            echo "DONE\n";
+            PHP, var_export($server->dsn(), true), var_export($key, true));
+        $t0 = microtime(true);
+        $p = Proc::start($code, [], ['SSL_CERT_FILE' => $server->caFile()]);
+        self::assertSame(0, $p->wait(60.0), $p->stdout() . $p->stderr());
+        self::assertSame("DONE\n", $p->stdout());
+        self::note(sprintf('30 fresh TLS connections, acquire + release each: %.3f s', microtime(true) - $t0));
+    }
+
     public function testServerDownIsAQuickConnectionExceptionWithoutThePassword(): void
     {
         $port = $this->deadPort();

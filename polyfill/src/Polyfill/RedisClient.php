@@ -197,7 +197,11 @@ final class PhpRedisClient extends RedisClient
             if ($d->transport === 'unix') {
                 $ok = $r->connect($d->host, 0, $this->connectTimeout, null, 0, $this->connectTimeout);
             } elseif ($d->transport === 'tls') {
-                $ok = $r->connect('tls://' . $d->host, $d->port, $this->connectTimeout, null, 0, $this->connectTimeout, ['stream' => $this->tlsContext()]);
+                $ssl = $this->tlsContext();
+                if (self::eofCheckMayHangOnTls13()) {
+                    $ssl['crypto_method'] = STREAM_CRYPTO_METHOD_TLSv1_2_CLIENT;
+                }
+                $ok = $r->connect('tls://' . $d->host, $d->port, $this->connectTimeout, null, 0, $this->connectTimeout, ['stream' => $ssl]);
             } else {
                 $ok = $r->connect($d->host, $d->port, $this->connectTimeout, null, 0, $this->connectTimeout);
             }
@@ -220,6 +224,27 @@ final class PhpRedisClient extends RedisClient
             throw new RedisFailure(RedisFailure::CONNECT, $e->getMessage(), $this->timedOut($started, $this->connectTimeout));
         }
         $this->redis = $r;
+    }
+
+    /**
+     * phpredis checks its stream with php_stream_eof() before every command.
+     * On a TLS stream PHP answers that with SSL_peek() on the blocking
+     * socket (php-src GH-10495): when all that is readable is a record
+     * without data, such as the session tickets a TLS 1.3 server sends
+     * just after the handshake, SSL_peek() waits for data that never comes,
+     * with no timeout. The first command on a new connection (PING, AUTH,
+     * or phpredis reconnecting after a fork child's exit closed the
+     * parent's TLS session) then hangs whenever the tickets arrive first.
+     * TLS 1.2 sends no records after the handshake. Measured with a 100 ms
+     * pause between connect and feof(): PHP 7.4.33, 8.1.2 and 8.3.6 hang,
+     * 8.2.36 and 8.4.27 do not; the fix came in a 2024 patch release of
+     * 8.2 and 8.3, which PHP_VERSION cannot tell apart, so below 8.4 the
+     * polyfill connects with TLS 1.2 through phpredis (predis never calls
+     * feof(), and keeps TLS 1.3).
+     */
+    private static function eofCheckMayHangOnTls13(): bool
+    {
+        return PHP_VERSION_ID < 80400;
     }
 
     public function script(string $lua, array $keys, array $args)
