@@ -998,6 +998,74 @@ final class RedisLockTest extends TestCase
         self::assertTrue($other->release());
     }
 
+    /**
+     * Ctrl-C (or kill -INT -PGID, a terminal hang-up, timeout(1)'s TERM) reaches every
+     * process of the job's group. A holder whose handler lets the job finish must stay
+     * the holder: whatever renews for it (the polyfill's helper process) goes on until the
+     * holder releases or dies.
+     */
+    public function testJobControlSignalsToTheHoldersProcessGroupDoNotStopItsRenewals(): void
+    {
+        if (!function_exists('pcntl_signal') || !function_exists('posix_kill')) {
+            self::markTestSkipped('needs pcntl and posix');
+        }
+        $key = self::key();
+        $ttl = 0.6;
+        $stop = $this->controlDir . '/stop-' . bin2hex(random_bytes(4));
+        $code = '$lock = ' . self::lockCode(self::dsn(), $key, $ttl, ['auto_renew' => true]) . ";\n" . <<<'PHP'
+            foreach ([SIGINT, SIGTERM, SIGHUP, SIGQUIT] as $signal) {
+                pcntl_signal($signal, function ($s) { echo "SIGNAL $s\n"; });
+            }
+            if (!$lock->acquire(0)) { echo "BUSY\n"; exit(2); }
+            echo "HELD ", $lock->token(), "\n";
+            while (!file_exists($argv[1])) { usleep(1000); pcntl_signal_dispatch(); }
+            printf("RELEASED %s\n", var_export($lock->release(), true));
+            PHP;
+        $p = Proc::start($code, [$stop]);
+        $token = substr($p->waitForLine('HELD', 15.0, 'stdout'), 5);
+        $group = array_merge([$p->pid()], self::descendants($p->pid()));
+        foreach ([SIGINT, SIGTERM, SIGHUP, SIGQUIT] as $signal) {
+            foreach ($group as $pid) {
+                posix_kill($pid, $signal);
+            }
+        }
+        $other = new Redis(self::dsn(), $key, 5.0);
+        $until = microtime(true) + 5 * $ttl;
+        while (microtime(true) < $until) {
+            self::assertFalse($other->acquire(0), 'the holder still runs its job: nobody else may take the key');
+            usleep(50_000);
+        }
+        self::assertSame($token, self::raw('GET', $key), 'still the holder\'s key after five TTLs');
+        touch($stop);
+        $p->wait();
+        self::assertStringContainsString('RELEASED true', $p->stdout(), $p->stdout() . $p->stderr());
+        self::assertSame(4, substr_count($p->stdout(), 'SIGNAL '), 'the holder saw each signal: ' . $p->stdout());
+    }
+
+    /** @return list<int> the pids of every descendant of $pid, from /proc */
+    private static function descendants(int $pid): array
+    {
+        $parents = [];
+        foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
+            $line = @file_get_contents($stat);
+            if ($line !== false && preg_match('/\) \S+ (\d+)/', $line, $m)) {
+                $parents[(int) basename(dirname($stat))] = (int) $m[1];
+            }
+        }
+        $found = [];
+        $todo = [$pid];
+        while ($todo) {
+            $parent = array_pop($todo);
+            foreach ($parents as $child => $ppid) {
+                if ($ppid === $parent) {
+                    $found[] = $child;
+                    $todo[] = $child;
+                }
+            }
+        }
+        return $found;
+    }
+
     // ------------------------------------------------------ server trouble
 
     public function testAKilledServerMakesReleaseAndRenewThrowQuicklyAndARestartedOneWorks(): void

@@ -43,7 +43,14 @@ final class Renewer
         if (!in_array(PHP_SAPI, ['cli', 'phpdbg'], true) || $php === '' || !is_executable($php)) {
             $php = PHP_BINDIR . '/php'; // php-fpm's PHP_BINARY is php-fpm itself
         }
-        $command = 'exec ' . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
+        // The helper stands in for the extension's renewal thread: signals
+        // sent to the job's process group (Ctrl-C, a hang-up, timeout(1),
+        // kill -TERM -PGID) are the holder's to handle, and a holder that
+        // handles them and finishes its job must stay the holder. Ignored
+        // here (the shell's SIG_IGN survives exec), the helper still ends
+        // with the holder: it checks before each renewal that the holder
+        // lives, and stdin closes when the holder dies.
+        $command = "trap '' HUP INT QUIT TERM TSTP TTIN TTOU; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
         $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']];
         $pipes = [];
         $proc = function_exists('proc_open') ? @proc_open($command, $spec, $pipes) : false;
