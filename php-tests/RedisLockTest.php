@@ -1042,6 +1042,43 @@ final class RedisLockTest extends TestCase
         self::assertSame(4, substr_count($p->stdout(), 'SIGNAL '), 'the holder saw each signal: ' . $p->stdout());
     }
 
+    /**
+     * A pcntl_fork() worker that outlives the job (a daemonised child) keeps nothing
+     * alive and holds nothing up: destroying the parent's auto-renewing lock object
+     * returns at once.
+     */
+    public function testDestroyingAnAutoRenewingLockDoesNotWaitForALivingForkChild(): void
+    {
+        if (!function_exists('pcntl_fork')) {
+            self::markTestSkipped('needs pcntl_fork()');
+        }
+        $key = self::key();
+        $stop = $this->controlDir . '/stop-' . bin2hex(random_bytes(4));
+        $code = '$lock = ' . self::lockCode(self::dsn(), $key, 30.0, ['auto_renew' => true]) . ";\n" . <<<'PHP'
+            $child = 0;
+            cron_guard(function () use (&$child, $argv) {
+                $child = pcntl_fork();
+                if ($child === 0) {
+                    while (!file_exists($argv[1])) { usleep(10000); }
+                    exit(0);
+                }
+            }, $lock);
+            echo "RELEASED\n";
+            unset($lock);
+            echo "DESTROYED\n";
+            touch($argv[1]);
+            pcntl_waitpid($child, $status);
+            PHP;
+        $p = Proc::start($code, [$stop]);
+        try {
+            $p->waitForLine('DESTROYED', 20.0, 'stdout');
+        } finally {
+            touch($stop);
+        }
+        self::assertSame(0, $p->wait(), $p->stdout() . $p->stderr());
+        self::assertSame(0, self::raw('EXISTS', $key), 'released');
+    }
+
     /** @return list<int> the pids of every descendant of $pid, from /proc */
     private static function descendants(int $pid): array
     {

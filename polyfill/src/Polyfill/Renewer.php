@@ -189,12 +189,17 @@ final class Renewer
         return $reports;
     }
 
-    /** Closing its stdin ends it; then wait for it (it is between renewals, or in one bounded by read_timeout). */
+    /**
+     * QUIT ends it (closing its stdin is not enough while a pcntl_fork() child keeps a copy
+     * open); then wait for it (it is between renewals, or in one bounded by read_timeout).
+     */
     public function stop()
     {
         if ($this->proc === null || Process::pid() !== $this->ownerPid) {
             return;
         }
+        @fwrite($this->in, "QUIT\n");
+        @fflush($this->in);
         @fclose($this->in);
         @fclose($this->out);
         @proc_close($this->proc);

@@ -108,6 +108,10 @@ while (true) {
                 $next = (float) $sent + $period;
             } elseif ($f[0] === 'IDLE') {
                 $token = null;
+            } elseif ($f[0] === 'QUIT') {
+                // the lock object is gone; a fork child of the holder may
+                // keep this stdin open for as long as it lives
+                exit(0);
             }
         }
         continue;
