@@ -165,4 +165,27 @@ final class LockDirSettingTest extends TestCase
         self::assertSame(0, $code, $err);
         self::assertStringContainsString("named locks directory => $this->dir\n", $out);
     }
+
+    /**
+     * The polyfill reads CRONLOCK_LOCK_DIR (userland cannot register an ini
+     * setting); the extension reads it ahead of cronlock.lock_dir too, so a host
+     * moving from one to the other locks the same file.
+     */
+    public function testTheEnvironmentVariableNamesTheDirectoryAheadOfTheIniSetting(): void
+    {
+        mkdir("$this->dir/env", 0700);
+        mkdir("$this->dir/ini", 0700);
+        putenv("CRONLOCK_LOCK_DIR=$this->dir/env");
+        ini_set('cronlock.lock_dir', "$this->dir/ini");
+        $dir = $this->dir;
+        self::assertSame('env', cron_guard(function () use ($dir) {
+            return file_exists("$dir/env/x.lock") ? 'env' : (file_exists("$dir/ini/x.lock") ? 'ini' : 'neither');
+        }, 'x'));
+        putenv('CRONLOCK_LOCK_DIR');
+        if (extension_loaded('cronlock')) {
+            self::assertSame('ini', cron_guard(function () use ($dir) {
+                return file_exists("$dir/ini/y.lock") ? 'ini' : 'elsewhere';
+            }, 'y'), 'unset, cronlock.lock_dir counts');
+        }
+    }
 }

@@ -21,6 +21,19 @@ pub struct NamedLockDir {
     pub file_mode: u32,
 }
 
+/// The environment variable that names the lock directory ahead of
+/// `cronlock.lock_dir`: cronlock/polyfill reads it (userland cannot register
+/// an ini setting), so a host moving between the polyfill and the extension
+/// must see one directory, hence one lock file, from both.
+pub const LOCK_DIR_ENV: &str = "CRONLOCK_LOCK_DIR";
+
+/// The lock directory setting in force: `$CRONLOCK_LOCK_DIR` when set (even
+/// empty, which means the default directory), else `ini` (the
+/// `cronlock.lock_dir` setting).
+pub fn setting(ini: std::ffi::OsString) -> PathBuf {
+    PathBuf::from(std::env::var_os(LOCK_DIR_ENV).unwrap_or(ini))
+}
+
 /// The directory named locks use with `setting` (`cronlock.lock_dir`), as
 /// `php --ri cronlock` shows it; nothing is created or checked.
 pub fn named_lock_dir_path(setting: &Path) -> PathBuf {

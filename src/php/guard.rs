@@ -527,7 +527,7 @@ fn resolve_lock(lock: LockOrName) -> PhpResult<Zval> {
 }
 
 fn named_file_lock(name: &str) -> PhpResult<Zval> {
-    let setting = PathBuf::from(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
+    let setting = crate::lock::dirs::setting(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
     let dir = named_lock_dir(&setting)?;
     let options = FileOptions {
         mode: dir.file_mode,

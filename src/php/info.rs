@@ -28,7 +28,8 @@ pub extern "C" fn module_info(module: *mut ModuleEntry) {
             "disabled"
         }
     );
-    let lock_dir = std::path::PathBuf::from(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
+    let lock_dir =
+        crate::lock::dirs::setting(engine::ini_string(ini::LOCK_DIR).unwrap_or_default());
     // cron_guard() throws the refusal it names with a named or script lock
     let effective = crate::lock::dirs::named_lock_dir_summary(&lock_dir);
     info_table_row!("named locks directory", effective.as_str());
