@@ -22,6 +22,8 @@
  *   each run's working directory: cron's and a run by hand's would lock two
  *   different files) and a path with a NUL byte: cron_guard() then throws
  *   LockException naming the setting, and `php --ri cronlock` says why.
+ *   The environment variable CRONLOCK_LOCK_DIR, when set, counts ahead of it
+ *   (empty: the default directory), as for cronlock/polyfill.
  *
  * Arguments follow PHP's rules for internal functions. Without strict_types,
  * a numeric string, an int or a bool is coerced (`acquire("1.5")`,
