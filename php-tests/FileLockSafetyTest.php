@@ -424,6 +424,58 @@ final class FileLockSafetyTest extends TestCase
      * against a working directory, and cronlock.lock_dir that are not UTF-8
      * name the very file they say (path() returns those bytes).
      */
+    /**
+     * Another user of a shared lock directory swaps a symlink or a FIFO in and out at the
+     * lock path while we open it: the symlink's target is never created (root could be
+     * made to create any file) and a FIFO never blocks the open; each try locks the
+     * regular file, or is refused with LockException.
+     */
+    public function testASymlinkOrFifoSwappedInWhileOpeningIsNeverFollowedNorWaitedOn(): void
+    {
+        if (!function_exists('posix_mkfifo')) {
+            self::markTestSkipped('needs posix_mkfifo()');
+        }
+        $path = "$this->dir/swapped.lock";
+        $target = "$this->dir/created-through-the-symlink";
+        $stop = "$this->dir/stop";
+        $swapper = Proc::start(<<<'PHP'
+            [, $path, $target, $stop] = $argv;
+            echo "SWAPPING\n";
+            while (!file_exists($stop)) {
+                @symlink($target, $path);
+                @unlink($path);
+                @posix_mkfifo($path, 0600);
+                @unlink($path);
+                @touch($path);
+                @unlink($path);
+            }
+            PHP, [$path, $target, $stop]);
+        $swapper->waitForLine('SWAPPING', 15.0, 'stdout');
+        $opener = Proc::start(<<<'PHP'
+            [, $path] = $argv;
+            $locked = $refused = 0;
+            for ($i = 0; $i < 3000; $i++) {
+                try {
+                    $lock = new \CronLock\File($path);
+                    if ($lock->acquire(0)) { $locked++; $lock->release(); }
+                } catch (\CronLock\LockException $e) {
+                    $refused++;
+                }
+                unset($lock);
+            }
+            echo "DONE $locked $refused\n";
+            PHP, [$path]);
+        try {
+            $done = $opener->waitForLine('DONE', 120.0, 'stdout');
+        } finally {
+            touch($stop);
+            $swapper->wait();
+        }
+        self::note("swapped path: $done (locked, refused)");
+        self::assertSame(0, $opener->wait(), $opener->stdout() . $opener->stderr());
+        self::assertFileDoesNotExist($target, "a symlink's target is never created");
+    }
+
     public function testPathsThatAreNotUtf8AreKeptByteForByte(): void
     {
         $dir = "{$this->dir}/\xffdir";

@@ -44,8 +44,11 @@ final class FileSystem
             if ($before === null) {
                 $umask = umask();
                 umask($umask | (0666 & ~$mode));
-                $handle = @fopen($path, 'x+e');
+                $handle = self::createExclusive($path);
                 umask($umask);
+                if ($handle === null) {
+                    continue; // something appeared at the path meanwhile: look again
+                }
                 if ($handle === false) {
                     $reason = self::lastReason();
                     clearstatcache(true, $path);
@@ -69,12 +72,21 @@ final class FileSystem
                 if (!$before['regular']) {
                     throw new LockException("cannot use lock file $shown: not a regular file (it is {$before['kind']})");
                 }
-                $handle = @fopen($path, 'c+e');
+                // No O_CREAT ('r+', not 'c+'): PHP has no O_NOFOLLOW, and a
+                // symlink swapped in since the lstat() must not make us create
+                // the file it points to (root could be made to create any
+                // file). Non-blocking ('n'): a FIFO swapped in must not hang
+                // the open; the fstat() below refuses it.
+                $handle = @fopen($path, 'r+en');
                 if ($handle === false) {
                     $reason = self::lastReason();
                     $writable = false;
-                    $handle = @fopen($path, 're');
+                    $handle = @fopen($path, 'ren');
                     if ($handle === false) {
+                        clearstatcache(true, $path);
+                        if (self::lstatId($path) === null) {
+                            continue; // removed meanwhile: create it
+                        }
                         throw new LockException("cannot open lock file $shown: $reason");
                     }
                 }
@@ -102,6 +114,44 @@ final class FileSystem
             return ['handle' => $handle, 'id' => ['dev' => $st['dev'], 'ino' => $st['ino'], 'size' => $st['size'], 'writable' => $writable]];
         }
         throw new LockException("cannot open lock file $shown: it was replaced on every attempt to open it");
+    }
+
+    /**
+     * Creates $path, failing if anything (a symlink too) is there. Not fopen('x'): PHP
+     * resolves a symlink at the path before open(2), so O_EXCL would create the file a
+     * symlink swapped in since our lstat() points to (root could be made to create any
+     * file). link(2) of a new file under a random name never follows its new name (PHP
+     * passes the paths as they are, except in ZTS builds, which resolve them first).
+     *
+     * @return resource|false|null the new file; false: it cannot be created (the reason in
+     *                             error_get_last()); null: the path is taken meanwhile
+     */
+    private static function createExclusive(string $path)
+    {
+        $temp = dirname($path) . '/.cronlock-' . bin2hex(random_bytes(8));
+        $handle = @fopen($temp, 'x+en');
+        if ($handle === false) {
+            return false;
+        }
+        $linked = @link($temp, $path);
+        @unlink($temp);
+        fclose($handle);
+        if ($linked) {
+            // Opened again by its own name, which /proc/self/fd, lsof and
+            // the extension's fd checks then show (not "… (deleted)").
+            // Without O_CREAT: a symlink swapped in meanwhile creates nothing,
+            // and the caller's fstat()/lstat() check starts over.
+            $handle = @fopen($path, 'r+en');
+            return $handle === false ? null : $handle;
+        }
+        clearstatcache(true, $path);
+        if (self::lstatId($path) !== null) {
+            return null;
+        }
+        // A file system without hard links: O_EXCL (it never follows a symlink
+        // itself; PHP's resolving first is the gap left there).
+        $handle = @fopen($path, 'x+en');
+        return $handle === false ? false : $handle;
     }
 
     /**
