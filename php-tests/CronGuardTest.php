@@ -168,6 +168,8 @@ final class CronGuardTest extends TestCase
         yield '201 chars' => [str_repeat('a', 201)];
         yield 'space' => ['a b'];
         yield 'non-ASCII' => ['zähler'];
+        yield 'trailing newline' => ["sync\n"];
+        yield 'leading newline' => ["\nsync"];
     }
 
     /** @dataProvider badNames */

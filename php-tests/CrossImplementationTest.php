@@ -155,6 +155,29 @@ final class CrossImplementationTest extends TestCase
      * userland cannot match is in the README and not here: Database, Redlock,
      * sentinel and cluster DSNs (the polyfill refuses them).
      */
+    /**
+     * The null lock of a script whose name is not ASCII: both implementations name the
+     * same lock file (one '_' per byte), so they exclude each other on it.
+     */
+    public function testTheNullLockOfANonAsciiScriptNameIsOneFileForBoth(): void
+    {
+        $scripts = $this->makeTempDir('scripts');
+        $lockDir = $this->makeTempDir('lock-dir');
+        $script = "$scripts/sync órders.php";
+        file_put_contents($script, <<<'PHP'
+            <?php
+            cron_guard(function (\CronLock\Guard $g) { echo "PATH ", $g->lock()->path(), "\n"; });
+            PHP);
+        $paths = [];
+        foreach (['extension', 'polyfill'] as $impl) {
+            $p = Proc::startScript($script, [], $this->envs[$impl] + ['CRONLOCK_LOCK_DIR' => $lockDir]);
+            self::assertSame(0, $p->wait(), $p->stdout() . $p->stderr());
+            $paths[$impl] = substr($p->waitForLine('PATH', 1.0, 'stdout'), 5);
+        }
+        self::assertSame($paths['extension'], $paths['polyfill']);
+        self::assertStringStartsWith("$lockDir/sync___rders.php.", $paths['polyfill']);
+    }
+
     public function testBothRefuseInTheSameWords(): void
     {
         $dir = $this->makeTempDir('cross-words');
@@ -209,7 +232,11 @@ final class CrossImplementationTest extends TestCase
                     'once_per on a File' => fn () => cron_guard(fn () => 'ran', new CronLock\File("$dir/ok.lock"), ['once_per' => 60]),
                     'once_per zero' => fn () => cron_guard(fn () => 'ran', new CronLock\Redis($dsn, 'k', 5.0), ['once_per' => 0]),
                     'serialize' => fn () => serialize(new CronLock\File("$dir/ok.lock")),
+                    'key not UTF-8' => fn () => new CronLock\Redis($dsn, "k\xff", 5.0),
                 ];
+                foreach (["z\u{e4}hler", "sync\n", "it's \"q\" \\", "\xff\xfeab", "\u{1F600}\x7f\t", str_repeat("\u{e9}", 201)] as $i => $name) {
+                    $cases["bad name $i"] = fn () => cron_guard(fn () => 'ran', $name);
+                }
                 if (%s) {
                     $cases['foreign file in a shared directory'] = fn () => (new CronLock\File("$dir/shared/theirs.lock"))->acquire();
                 }

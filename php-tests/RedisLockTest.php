@@ -561,6 +561,7 @@ final class RedisLockTest extends TestCase
     {
         yield 'empty' => [''];
         yield 'NUL byte' => ["job\0x"];
+        yield 'not UTF-8' => ["job\xff"];
     }
 
     /** @dataProvider badKeys */

@@ -92,6 +92,9 @@ final class Redis implements Lock, \Serializable
         if ($key === '') {
             throw Args::value('$key', 'must not be empty');
         }
+        if (preg_match('//u', $key) !== 1) {
+            throw Args::value('$key', 'must be valid UTF-8');
+        }
         if (strpos($key, "\0") !== false) {
             throw Args::value('$key', 'must not contain NUL bytes');
         }

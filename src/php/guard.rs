@@ -578,14 +578,16 @@ fn script_lock_name() -> Result<String, Error> {
         .and_then(|path| path.str().map(str::to_owned))
         .ok_or_else(no_script)?;
     let real = std::fs::canonicalize(&first).unwrap_or_else(|_| PathBuf::from(&first));
+    // One '_' per byte, not per character: cronlock/polyfill (which sees
+    // bytes) names the same file for a script called "sync órders.php".
     let base: String = real
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+        .map(std::ffi::OsStr::as_encoded_bytes)
         .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+                char::from(b)
             } else {
                 '_'
             }

@@ -133,6 +133,39 @@ final class Args
     }
 
     /**
+     * $text as Rust's str::escape_default() writes it, as the extension's messages show a
+     * bad lock name: printable ASCII as it is, \t \r \n \' \" \\ escaped, every other
+     * character as \u{hex}; bytes that are not UTF-8 count as U+FFFD each.
+     */
+    public static function escapeDefault(string $text): string
+    {
+        $named = ["\t" => '\\t', "\r" => '\\r', "\n" => '\\n', "'" => "\\'", '"' => '\\"', '\\' => '\\\\'];
+        return (string) preg_replace_callback(
+            '/[\x20-\x7e]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]'
+            . '|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}|[\x00-\xff]/',
+            function (array $m) use ($named) {
+                $c = $m[0];
+                if (isset($named[$c])) {
+                    return $named[$c];
+                }
+                $n = strlen($c);
+                if ($n === 1 && ord($c) >= 0x20 && ord($c) <= 0x7e) {
+                    return $c;
+                }
+                if ($n === 1) {
+                    return ord($c) < 0x80 ? sprintf('\\u{%x}', ord($c)) : '\\u{fffd}';
+                }
+                $code = ord($c[0]) & (0xff >> ($n + 1));
+                for ($i = 1; $i < $n; $i++) {
+                    $code = ($code << 6) | (ord($c[$i]) & 0x3f);
+                }
+                return sprintf('\\u{%x}', $code);
+            },
+            $text
+        );
+    }
+
+    /**
      * A user-supplied name as messages show it, as the extension's: at most
      * 200 characters, then "…", and control characters escaped ("\n",
      * "\u{0}") so that a name or path with a line break stays one log line.

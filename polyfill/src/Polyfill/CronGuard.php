@@ -181,11 +181,11 @@ final class CronGuard
         }
         if (is_string($lock)) {
             $valid = $lock !== '' && strlen($lock) <= 200 && $lock !== '.' && $lock !== '..'
-                && preg_match('/^[A-Za-z0-9._-]+$/', $lock);
+                && preg_match('/\A[A-Za-z0-9._-]+\z/', $lock);
             if (!$valid) {
                 throw Args::value('$lock', sprintf(
                     "must be a lock name of 1 to 200 characters [A-Za-z0-9._-] other than '.' and '..', '%s' given",
-                    addcslashes(Args::cut($lock), "\0..\37\\'\x7f..\xff")
+                    Args::cut(Args::escapeDefault(substr($lock, 0, 1000))) // 200 characters at most are shown
                 ));
             }
             return self::fileLock($lock);
