@@ -644,7 +644,8 @@ namespace {
      *        characters, not '.' or '..') for the File lock `<dir>/<name>.lock` (dir: see cronlock.lock_dir,
      *        by default private to this user); or null: a File lock
      *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
-     *        never collide and the same script run twice does.
+     *        never collide and the same script run twice does (a release directory switched
+     *        by a deploy's symlink is another real path: name such jobs).
      * @param array{wait?: float, max_runtime?: float, on_busy?: int|null, once_per?: float} $options
      *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever); a
      *        pending pcntl signal handler ends it within about 100 ms; max_execution_time
