@@ -453,6 +453,17 @@ final class RedisLockTest extends TestCase
         self::note(sprintf('30 fresh TLS connections, acquire + release each: %.3f s', microtime(true) - $t0));
     }
 
+    /** Dumping the lock object (a logger's context, a debug print) never shows the password. */
+    public function testDumpingTheLockObjectNeverShowsThePassword(): void
+    {
+        $lock = new Redis("redis://cron:Dump-Pw-7q@127.0.0.1:{$this->deadPort()}", self::key(), 10.0);
+        ob_start();
+        var_dump($lock);
+        $shown = ob_get_clean() . var_export($lock, true) . print_r($lock, true) . print_r((array) $lock, true)
+            . var_export(get_object_vars($lock), true);
+        self::assertStringNotContainsString('Dump-Pw-7q', $shown);
+    }
+
     public function testServerDownIsAQuickConnectionExceptionWithoutThePassword(): void
     {
         $port = $this->deadPort();

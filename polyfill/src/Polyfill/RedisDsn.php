@@ -19,10 +19,41 @@ final class RedisDsn
     public $db = 0;
     /** @var string|null */
     public $user;
-    /** @var string|null */
-    public $password;
     /** @var bool rediss://…#insecure: no certificate checks */
     public $insecure = false;
+
+    /**
+     * The passwords, kept off the objects (->password goes through __get/__set): var_export(),
+     * (array) and get_object_vars() of a CronLock\Redis, which no __debugInfo() hides, must
+     * not show one, as the extension's objects show none.
+     *
+     * @var array<string, string|null>
+     */
+    private static $passwords = [];
+
+    /** @return string|null */
+    public function __get(string $name)
+    {
+        if ($name !== 'password') {
+            throw new \Error('Undefined property: ' . self::class . "::\$$name");
+        }
+        $id = spl_object_hash($this);
+        return isset(self::$passwords[$id]) ? self::$passwords[$id] : null;
+    }
+
+    /** @param string|null $value */
+    public function __set(string $name, $value)
+    {
+        if ($name !== 'password') {
+            throw new \Error('Cannot create dynamic property ' . self::class . "::\$$name");
+        }
+        self::$passwords[spl_object_hash($this)] = $value === null ? null : (string) $value;
+    }
+
+    public function __destruct()
+    {
+        unset(self::$passwords[spl_object_hash($this)]);
+    }
 
     /**
      * @throws \ValueError for a malformed DSN (the message never holds the password)

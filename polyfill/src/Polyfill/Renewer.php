@@ -66,7 +66,7 @@ final class Renewer
         $job = [
             'library' => $library,
             'autoload' => self::predisAutoload($library),
-            'dsn' => get_object_vars($dsn),
+            'dsn' => get_object_vars($dsn) + ['password' => $dsn->password],
             'owner' => $self->ownerPid,
             'key' => $key,
             'ttl' => $ttl,
