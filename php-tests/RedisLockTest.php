@@ -453,6 +453,30 @@ final class RedisLockTest extends TestCase
         self::note(sprintf('30 fresh TLS connections, acquire + release each: %.3f s', microtime(true) - $t0));
     }
 
+    /**
+     * One server spelled two ways (localhost, 127.0.0.1, [::ffff:127.0.0.1], /0) is one lock
+     * in this process: a second object is busy at once and a wait throws instead of
+     * waiting for this process (which would never end with -1).
+     */
+    public function testTwoSpellingsOfOneServerAreOneLockInThisProcess(): void
+    {
+        $port = self::$server->port();
+        $key = self::key();
+        $holder = new Redis("redis://localhost:$port", $key, 10.0);
+        self::assertTrue($holder->acquire(0));
+        foreach (["redis://127.0.0.1:$port", "redis://[::ffff:127.0.0.1]:$port", "redis://LOCALHOST:$port/0"] as $dsn) {
+            $other = new Redis($dsn, $key, 10.0);
+            self::assertFalse($other->acquire(0), $dsn);
+            try {
+                $other->acquire(-1);
+                self::fail("$dsn: a wait on this process's own lock returned");
+            } catch (\CronLock\LockException $e) {
+                self::assertStringContainsString('already held by this process', $e->getMessage(), $dsn);
+            }
+        }
+        self::assertTrue($holder->release());
+    }
+
     /** Dumping the lock object (a logger's context, a debug print) never shows the password. */
     public function testDumpingTheLockObjectNeverShowsThePassword(): void
     {

@@ -427,7 +427,7 @@ final class Redis implements Lock, \Serializable
 
     private function lockId(): string
     {
-        return 'redis:' . $this->dsn->address() . '/' . $this->dsn->db . ':' . $this->key;
+        return 'redis:' . $this->dsn->identity() . '/' . $this->dsn->db . ':' . $this->key;
     }
 
     private static function checkTtl(float $ttl): float

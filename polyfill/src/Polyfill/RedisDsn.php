@@ -190,6 +190,29 @@ final class RedisDsn
     }
 
     /** host:port or the socket path, for messages and the busy line. */
+    /**
+     * The server as far as the DSN shows it, as the extension compares them: one spelling
+     * for every loopback address (localhost, 127.0.0.1, ::1, ::ffff:127.0.0.1) and for an
+     * IPv4 address and its IPv4-mapped IPv6 form.
+     */
+    public function identity(): string
+    {
+        if ($this->transport === 'unix') {
+            return $this->host;
+        }
+        $host = trim($this->host, '[]');
+        $packed = strcasecmp($host, 'localhost') === 0 ? false : @inet_pton($host);
+        if ($packed === false) {
+            $host = strcasecmp($host, 'localhost') === 0 ? 'loopback' : strtolower($host);
+        } else {
+            if (strlen($packed) === 16 && strncmp($packed, str_repeat("\0", 10) . "\xff\xff", 12) === 0) {
+                $packed = substr($packed, 12);
+            }
+            $host = in_array($packed, ["\x7f\0\0\x01", str_repeat("\0", 15) . "\x01"], true) ? 'loopback' : (string) inet_ntop($packed);
+        }
+        return "$host:{$this->port}";
+    }
+
     public function address(): string
     {
         if ($this->transport === 'unix') {
