@@ -104,7 +104,7 @@ final class File implements Lock, \Serializable
     /** The tries of one acquire(): flock(LOCK_NB), then short pauses until the deadline. */
     private function tryToLock(float $timeout, int $me, string $owner): bool
     {
-        $deadline = $timeout > 0 && is_finite($timeout) ? microtime(true) + $timeout : null;
+        $deadline = $timeout > 0 && is_finite($timeout) ? Process::now() + $timeout : null;
         $forever = $timeout < 0 || is_infinite($timeout);
         $pause = 0.00005;
         while (true) {
@@ -133,10 +133,10 @@ final class File implements Lock, \Serializable
             // PHP's flock() reports no reason when it fails: anything but
             // success counts as contention (EWOULDBLOCK, EINTR; PHP on
             // WebAssembly does not even set $wouldBlock).
-            if (!$forever && ($deadline === null || microtime(true) >= $deadline)) {
+            if (!$forever && ($deadline === null || Process::now() >= $deadline)) {
                 return false;
             }
-            $nap = $deadline === null ? $pause : min($pause, max(0.0, $deadline - microtime(true)));
+            $nap = $deadline === null ? $pause : min($pause, max(0.0, $deadline - Process::now()));
             if (Process::nap($nap)) {
                 Registry::noteRefusal($owner, 'signal');
                 return false;

@@ -9,7 +9,7 @@ final class Guard implements \Serializable
 
     /** @var Lock */
     private $lock;
-    /** @var float|null microtime(true) of the soft deadline */
+    /** @var float|null Polyfill\Process::now() of the soft deadline */
     private $deadline;
 
     /** Guards are made by cron_guard() only: constructing one throws \Error, as the extension does. */
@@ -27,13 +27,13 @@ final class Guard implements \Serializable
     /** Seconds left before 'max_runtime' (never negative); null when no max_runtime is set. */
     public function remaining(): ?float
     {
-        return $this->deadline === null ? null : max(0.0, $this->deadline - microtime(true));
+        return $this->deadline === null ? null : max(0.0, $this->deadline - Polyfill\Process::now());
     }
 
     /** true once 'max_runtime' has passed: the job should stop at its next safe point. */
     public function expired(): bool
     {
-        return $this->deadline !== null && microtime(true) >= $this->deadline;
+        return $this->deadline !== null && Polyfill\Process::now() >= $this->deadline;
     }
 
     /**

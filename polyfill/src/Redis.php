@@ -156,11 +156,11 @@ final class Redis implements Lock, \Serializable
     /** The tries of a waiting acquire(): the acquire script, then pauses until the deadline. */
     private function waitFor(float $timeout, string $owner, string $token): bool
     {
-        $deadline = $timeout > 0 && is_finite($timeout) ? microtime(true) + $timeout : null;
+        $deadline = $timeout > 0 && is_finite($timeout) ? Process::now() + $timeout : null;
         $pause = 0.002;
         $backoff = self::RECONNECT_BACKOFF_MIN;
         while (true) {
-            $started = microtime(true);
+            $started = Process::now();
             try {
                 $attempt = $this->attempt($token, false, true);
             } catch (RedisFailure $f) {
@@ -170,18 +170,18 @@ final class Redis implements Lock, \Serializable
                     return false;
                 }
                 // A restart, failover or pause: ride it out until the deadline.
-                if (!$f->transient() || ($deadline !== null && microtime(true) >= $deadline)) {
+                if (!$f->transient() || ($deadline !== null && Process::now() >= $deadline)) {
                     throw $this->failure('acquire', $f);
                 }
                 $attempt = null;
-                $nap = max(0.0, $backoff - (microtime(true) - $started));
+                $nap = max(0.0, $backoff - (Process::now() - $started));
                 $backoff = min($backoff * 2, self::RECONNECT_BACKOFF_MAX);
             }
             if ($attempt !== null) {
                 if ($attempt[0]) {
                     return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]);
                 }
-                if ($deadline !== null && microtime(true) >= $deadline) {
+                if ($deadline !== null && Process::now() >= $deadline) {
                     return false;
                 }
                 $backoff = self::RECONNECT_BACKOFF_MIN;
@@ -189,7 +189,7 @@ final class Redis implements Lock, \Serializable
                 $pause = min($pause * 2, self::MAX_POLL);
             }
             if ($deadline !== null) {
-                $nap = min($nap, $deadline - microtime(true));
+                $nap = min($nap, $deadline - Process::now());
             }
             if (Process::nap(min(max(0.001, $nap), self::INTERRUPT_CHECK_INTERVAL))) {
                 Registry::noteRefusal($owner, 'signal');
@@ -210,7 +210,7 @@ final class Redis implements Lock, \Serializable
      */
     private function attempt(string $token, bool $confirm, bool $inWait = false): array
     {
-        $sent = microtime(true);
+        $sent = Process::now();
         $keys = [$this->key, $this->key . ':fence'];
         if ($this->oncePerMs !== null) {
             list($reply) = $this->run(Scripts::ACQUIRE_IN_WINDOW_LUA, $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs, $confirm ? '1' : '0'], $inWait);
@@ -291,7 +291,7 @@ final class Redis implements Lock, \Serializable
             $this->forgetHold();
             return false;
         }
-        $sent = microtime(true);
+        $sent = Process::now();
         try {
             list($reply) = $this->run(Scripts::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl), $this->hold['windowEnd']]);
         } catch (RedisFailure $f) {
@@ -362,7 +362,7 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $this->readRenewer();
-        return !$this->hold['lost'] && microtime(true) < $this->validUntil();
+        return !$this->hold['lost'] && Process::now() < $this->validUntil();
     }
 
     /** Until when the hold is valid as far as we know: its TTL, or its once-per window's end if later. */

@@ -46,7 +46,9 @@ foreach (array_slice($argv, 1) as $file) {
             echo "$file:$line: numeric separator (7.4)\n";
             $bad++;
         }
-        if ($id === T_STRING && in_array(strtolower($text), $functions, true) && ($prev[0][1] ?? '') !== '->' && ($prev[0][1] ?? '') !== '::') {
+        // allowed where the same line checks function_exists() for it
+        if ($id === T_STRING && in_array(strtolower($text), $functions, true) && ($prev[0][1] ?? '') !== '->' && ($prev[0][1] ?? '') !== '::'
+            && strpos($lines[$line - 1] ?? '', "function_exists('" . strtolower($text) . "')") === false) {
             echo "$file:$line: $text() needs a newer PHP than 7.1\n";
             $bad++;
         }

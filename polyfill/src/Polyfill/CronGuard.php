@@ -91,7 +91,7 @@ final class CronGuard
         }
 
         $guard = (new \ReflectionClass(Guard::class))->newInstanceWithoutConstructor();
-        $deadline = $maxRuntime === null ? null : microtime(true) + $maxRuntime;
+        $deadline = $maxRuntime === null ? null : Process::now() + $maxRuntime;
         \Closure::bind(function () use ($lock, $deadline) {
             $this->lock = $lock;
             $this->deadline = $deadline;

@@ -15,6 +15,17 @@ final class Process
     /** @var array{0: int, 1: int}|null pid and the euid found in that process */
     private static $euid;
 
+    /**
+     * Seconds on a clock no time change steps (hrtime(), PHP 7.3+; else the wall clock), for
+     * waits, deadlines and TTL bookkeeping, as the extension's Instant: a clock set back by
+     * NTP or by hand must not stretch a 3 s wait to 23 s. System-wide, so the auto-renew
+     * helper process reads the same clock.
+     */
+    public static function now(): float
+    {
+        return function_exists('hrtime') ? hrtime(true) / 1e9 : microtime(true);
+    }
+
     public static function pid(): int
     {
         return (int) getmypid();

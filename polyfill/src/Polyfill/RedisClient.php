@@ -81,7 +81,7 @@ abstract class RedisClient
 
     protected function timedOut(float $started, float $limit): bool
     {
-        return microtime(true) - $started >= $limit * 0.9;
+        return Process::now() - $started >= $limit * 0.9;
     }
 }
 
@@ -192,7 +192,7 @@ final class PhpRedisClient extends RedisClient
     {
         $r = new \Redis();
         $d = $this->dsn;
-        $started = microtime(true);
+        $started = Process::now();
         try {
             if ($d->transport === 'unix') {
                 $ok = $r->connect($d->host, 0, $this->connectTimeout, null, 0, $this->connectTimeout);
@@ -249,7 +249,7 @@ final class PhpRedisClient extends RedisClient
 
     public function script(string $lua, array $keys, array $args)
     {
-        $started = microtime(true);
+        $started = Process::now();
         $r = $this->redis;
         $params = array_merge($keys, $args);
         try {
@@ -305,7 +305,7 @@ final class PredisClient extends RedisClient
                 $params['ssl'] = $this->tlsContext();
             }
         }
-        $started = microtime(true);
+        $started = Process::now();
         try {
             $client = new \Predis\Client($params);
             $client->connect();
@@ -344,7 +344,7 @@ final class PredisClient extends RedisClient
 
     public function script(string $lua, array $keys, array $args)
     {
-        $started = microtime(true);
+        $started = Process::now();
         $params = array_map('strval', array_merge($keys, $args));
         try {
             $error = false;

@@ -22,7 +22,7 @@ final class Registry
     {
         $entry = isset(self::$held[$id]) ? self::$held[$id] : null;
         if ($entry === null || $entry['pid'] !== Process::pid() || $entry['owner'] === $owner
-            || microtime(true) >= $entry['until']) {
+            || Process::now() >= $entry['until']) {
             return null;
         }
         return ($shared && $entry['shared']) ? null : $entry['owner'];

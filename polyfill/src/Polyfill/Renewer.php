@@ -93,9 +93,9 @@ final class Renewer
             return;
         }
         $php = $this->php;
-        $deadline = microtime(true) + self::START_TIMEOUT;
+        $deadline = Process::now() + self::START_TIMEOUT;
         while (($nl = strpos($this->buffer, "\n")) === false) {
-            $left = $deadline - microtime(true);
+            $left = $deadline - Process::now();
             if ($left <= 0) {
                 $this->stop();
                 throw new LockException(sprintf('cannot start the auto-renew process (%s): it did not start within %d s', $php, self::START_TIMEOUT));
@@ -142,7 +142,7 @@ final class Renewer
 
     /**
      * Renew $token (it belongs to acquisition number $seq, whose script was sent at $sent,
-     * microtime), never shortening the key's life below $windowEnd (Unix ms of the server's
+     * Process::now()), never shortening the key's life below $windowEnd (Unix ms of the server's
      * clock; 0: no once-per window). The first renewal is due $ttl/3 after $sent (at once if
      * that has passed). Sent again for the same $seq when a once-per acquire confirmed the hold
      * to a later window's end: the renewals then count from that confirm's $sent.

@@ -83,7 +83,7 @@ while (true) {
             // idle: wake up now and then to see whether the owner is gone
             $ready = @stream_select($read, $none, $none, $watchOwner ? 1 : null);
         } else {
-            $left = max(0.0, $next - microtime(true));
+            $left = max(0.0, $next - CronLock\Polyfill\Process::now());
             $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
         }
         if ($ready === false) {
@@ -122,7 +122,7 @@ while (true) {
     if ($token === null) {
         continue;
     }
-    $sent = microtime(true);
+    $sent = CronLock\Polyfill\Process::now();
     try {
         if ($client === null) {
             $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
@@ -140,11 +140,11 @@ while (true) {
             $client->close();
             $client = null;
         }
-        if (microtime(true) >= $validUntil) {
+        if (CronLock\Polyfill\Process::now() >= $validUntil) {
             echo "LOST $seq\n";
             $token = null;
             continue;
         }
-        $next = microtime(true) + min($period, 1.0);
+        $next = CronLock\Polyfill\Process::now() + min($period, 1.0);
     }
 }
