@@ -348,10 +348,7 @@ final class RedisLockFaultsTest extends TestCase
         return $value;
     }
 
-    /**
-     * @group extension-only
-     * cronlock/polyfill does not keep the token of an unanswered acquire yet.
-     */
+    /** The object keeps the token of an acquire that got no answer (both implementations). */
     public function testAnAcquireThatGotNoAnswerIsTakenOverOrCleanedUpByItsObject(): void
     {
         if (!function_exists('posix_kill')) {

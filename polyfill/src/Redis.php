@@ -59,6 +59,12 @@ final class Redis implements Lock, \Serializable
     private $holdSeq = 0;
     /** @var string|null the value of the key when the last acquire found it busy */
     private $lastHolder;
+    /**
+     * @var string|null the token of an acquire that got no answer (its script may have
+     *                  set the key): the next acquire() uses it again, so that such a key
+     *                  is ours, and release() or destruction without a hold deletes it
+     */
+    private $unsettled;
     /** @var array<int, mixed> a fork child's inherited connections: never used, never closed early */
     private static $inherited = [];
 
@@ -136,7 +142,7 @@ final class Redis implements Lock, \Serializable
             Registry::noteRefusal($owner, 'self');
             return false;
         }
-        $token = bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
+        $token = $this->unsettled !== null ? $this->unsettled : bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
         if ($this->autoRenew) {
             $this->startRenewer();
         }
@@ -144,8 +150,10 @@ final class Redis implements Lock, \Serializable
             try {
                 $attempt = $this->attempt($token, false);
             } catch (RedisFailure $f) {
+                $this->noteUnanswered($token, $f);
                 throw $this->failure('acquire', $f);
             }
+            $this->unsettled = null;
             return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]) : false;
         }
         return Process::watchingSignals(function () use ($timeout, $owner, $token) {
@@ -170,6 +178,7 @@ final class Redis implements Lock, \Serializable
                     return false;
                 }
                 // A restart, failover or pause: ride it out until the deadline.
+                $this->noteUnanswered($token, $f);
                 if (!$f->transient() || ($deadline !== null && Process::now() >= $deadline)) {
                     throw $this->failure('acquire', $f);
                 }
@@ -178,6 +187,7 @@ final class Redis implements Lock, \Serializable
                 $backoff = min($backoff * 2, self::RECONNECT_BACKOFF_MAX);
             }
             if ($attempt !== null) {
+                $this->unsettled = null;
                 if ($attempt[0]) {
                     return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]);
                 }
@@ -312,7 +322,7 @@ final class Redis implements Lock, \Serializable
     {
         $this->adoptProcess();
         if ($this->hold === null) {
-            return false;
+            return $this->releaseUnsettled();
         }
         $valid = $this->isHeld();
         $token = $this->hold['token'];
@@ -343,6 +353,35 @@ final class Redis implements Lock, \Serializable
     }
 
     /** @throws LockException */
+    /**
+     * $f may have left the acquire script run (sent, never answered; a failed reconnect
+     * after a lost reply too): keep $token. Costless when it did not: the token is ours alone.
+     */
+    private function noteUnanswered(string $token, RedisFailure $f)
+    {
+        if ($f->kind !== RedisFailure::REPLY) {
+            $this->unsettled = $token;
+        }
+    }
+
+    /**
+     * Deletes the key if an unanswered acquire left our token in it (true then). Best
+     * effort: one try, and the token is forgotten either way (the key then expires by its TTL).
+     */
+    private function releaseUnsettled(): bool
+    {
+        $token = $this->unsettled;
+        $this->unsettled = null;
+        if ($token === null) {
+            return false;
+        }
+        try {
+            return $this->deleteIfOurs($token);
+        } catch (LockException $e) {
+            return false;
+        }
+    }
+
     private function deleteIfOurs(string $token): bool
     {
         try {
@@ -394,7 +433,7 @@ final class Redis implements Lock, \Serializable
             $this->adoptProcess();
             return;
         }
-        if ($this->hold !== null) {
+        if ($this->hold !== null || $this->unsettled !== null) {
             try {
                 $this->release();
             } catch (\Throwable $e) {
@@ -611,6 +650,7 @@ final class Redis implements Lock, \Serializable
         $this->client = null;
         $this->renewer = null;
         $this->hold = null;
+        $this->unsettled = null; // the parent's to settle
         $this->ownerPid = $pid;
     }
 }
