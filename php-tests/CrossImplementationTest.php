@@ -233,6 +233,8 @@ final class CrossImplementationTest extends TestCase
                     'once_per zero' => fn () => cron_guard(fn () => 'ran', new CronLock\Redis($dsn, 'k', 5.0), ['once_per' => 0]),
                     'serialize' => fn () => serialize(new CronLock\File("$dir/ok.lock")),
                     'key not UTF-8' => fn () => new CronLock\Redis($dsn, "k\xff", 5.0),
+                    'name too long' => fn () => (new CronLock\File("$dir/" . str_repeat("a\n", 150) . '.lock'))->acquire(),
+                    'path too long' => fn () => (new CronLock\File($dir . str_repeat('/ccccccccc', 500) . '/x.lock'))->acquire(),
                 ];
                 foreach (["z\u{e4}hler", "sync\n", "it's \"q\" \\", "\xff\xfeab", "\u{1F600}\x7f\t", str_repeat("\u{e9}", 201)] as $i => $name) {
                     $cases["bad name $i"] = fn () => cron_guard(fn () => 'ran', $name);

@@ -352,6 +352,6 @@ final class File implements Lock, \Serializable
 
     private function osError(string $what): LockException
     {
-        return new LockException(sprintf('%s lock file %s: %s', $what, Args::cut((string) $this->path), FileSystem::lastReason()));
+        return new LockException(sprintf('%s lock file %s: %s', $what, Args::cut((string) $this->path), FileSystem::lastReason((string) $this->path)));
     }
 }

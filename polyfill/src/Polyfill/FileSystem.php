@@ -50,7 +50,7 @@ final class FileSystem
                     continue; // something appeared at the path meanwhile: look again
                 }
                 if ($handle === false) {
-                    $reason = self::lastReason();
+                    $reason = self::lastReason($path);
                     clearstatcache(true, $path);
                     if (self::lstatId($path) !== null) {
                         continue; // created by someone else meanwhile: open theirs
@@ -79,7 +79,7 @@ final class FileSystem
                 // the open; the fstat() below refuses it.
                 $handle = @fopen($path, 'r+en');
                 if ($handle === false) {
-                    $reason = self::lastReason();
+                    $reason = self::lastReason($path);
                     $writable = false;
                     $handle = @fopen($path, 'ren');
                     if ($handle === false) {
@@ -322,6 +322,7 @@ final class FileSystem
             'ELOOP' => [40, 'Too many levels of symbolic links'],
             'EISDIR' => [21, 'Is a directory'],
             'ENOTDIR' => [20, 'Not a directory'],
+            'ENAMETOOLONG' => [36, 'File name too long'],
         ];
         list($errno, $words) = $errors[$name];
         if (PHP_OS === 'Linux' && function_exists('posix_strerror')) {
@@ -331,8 +332,13 @@ final class FileSystem
     }
 
     /** The OS reason of the last failed call, without PHP's "fopen(...): " prefix. */
-    public static function lastReason(): string
+    public static function lastReason(?string $path = null): string
     {
+        // PHP cuts its warnings (7.x: at 1024 bytes), the reason at their end
+        // with them: a path that long is named by what is wrong with it.
+        if ($path !== null && (strlen($path) >= 4096 || max(array_map('strlen', explode('/', $path))) > 255)) {
+            return self::osError('ENAMETOOLONG');
+        }
         $e = error_get_last();
         if ($e === null) {
             return 'unknown error';
