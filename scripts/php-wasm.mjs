@@ -12,11 +12,15 @@
 //   into a shell line unquoted); a string command still goes to /bin/sh;
 // - PHP_BINARY is a wrapper that passes its arguments on and runs the same
 //   PHP version (php-wasm.js's wrapper drops every argument);
+// - a child that a signal ended reports 128 + the signal's number as its exit
+//   status, as a shell does (php-wasm gives PHP only Node's exit code, which
+//   is null then, so proc_get_status() said "exitcode 0": a kill -9 looked
+//   like a clean exit); PHP still sees signaled => false;
 // - the temp dirs it makes are removed on the way out.
 // The host's file system is seen as it is; flock() reaches the host kernel.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -58,7 +62,16 @@ const php = new PHP(
 php.setSpawnHandler((command, args, options = {}) => {
     const opts = { cwd: options.cwd, env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] };
     // PHP 7.4's proc_open() of a string passes it as the command with no args.
-    return args.length ? spawn(command, args, opts) : spawn(command, { ...opts, shell: true });
+    const child = args.length ? spawn(command, args, opts) : spawn(command, { ...opts, shell: true });
+    const emit = child.emit.bind(child);
+    child.emit = (event, ...rest) => {
+        const [code, signal] = rest;
+        if (event === 'exit' && code === null && signal) {
+            return emit('exit', 128 + (constants.signals[signal] ?? 0), signal);
+        }
+        return emit(event, ...rest);
+    };
+    return child;
 });
 useHostFilesystem(php);
 
