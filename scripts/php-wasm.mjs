@@ -16,6 +16,8 @@
 //   status, as a shell does (php-wasm gives PHP only Node's exit code, which
 //   is null then, so proc_get_status() said "exitcode 0": a kill -9 looked
 //   like a clean exit); PHP still sees signaled => false;
+// - STDIN behaves as a pipe does: a read waits for data, stream_select()
+//   says readable when there is some (see useAsyncStdin());
 // - the temp dirs it makes are removed on the way out.
 // The host's file system is seen as it is; flock() reaches the host kernel.
 import { spawn } from 'node:child_process';
@@ -31,7 +33,7 @@ if (!modules || !version) {
     process.exit(2);
 }
 const load = (name) => import(pathToFileURL(join(modules, name, 'index.js')).href);
-const { PHP, FileLockManagerInMemory } = await load('@php-wasm/universal');
+const { PHP, FileLockManagerInMemory, __private__dont__use } = await load('@php-wasm/universal');
 const { loadNodeRuntime, useHostFilesystem } = await load('@php-wasm/node');
 
 const quote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`;
@@ -74,6 +76,52 @@ php.setSpawnHandler((command, args, options = {}) => {
     return child;
 });
 useHostFilesystem(php);
+useAsyncStdin(php);
+
+// PHP's STDIN as a pipe would have it: emscripten's own stdin reads fd 0 with
+// fs.readSync(), which fails (EIO to PHP) on a pipe whose data has not come
+// yet, and stream_select() on it waited out its timeout and then said
+// "readable". Here Node reads stdin as a stream into a buffer; the stdin
+// device reads from the buffer (EAGAIN while it is empty: php-wasm then
+// waits for data, as a blocking read does) and polls it, so stream_select()
+// says readable exactly when there is data or EOF.
+function useAsyncStdin(php) {
+    const FS = php[__private__dont__use].FS;
+    const stream = FS.getStream(0);
+    if (!stream || !stream.stream_ops) {
+        return;
+    }
+    const chunks = [];
+    let eof = false;
+    process.stdin.on('data', (c) => void chunks.push(c));
+    process.stdin.on('end', () => void (eof = true));
+    process.stdin.on('error', () => void (eof = true));
+    const POLLIN = 1;
+    stream.stream_ops = {
+        ...stream.stream_ops,
+        read(_stream, buffer, offset, length) {
+            let n = 0;
+            while (n < length && chunks.length) {
+                const c = chunks[0];
+                const take = Math.min(length - n, c.length);
+                buffer.set(c.subarray(0, take), offset + n);
+                n += take;
+                if (take === c.length) {
+                    chunks.shift();
+                } else {
+                    chunks[0] = c.subarray(take);
+                }
+            }
+            if (n === 0 && !eof) {
+                throw new FS.ErrnoError(6); // EAGAIN
+            }
+            return n;
+        },
+        poll() {
+            return chunks.length || eof ? POLLIN : 0;
+        },
+    };
+}
 
 let code = 1;
 try {
