@@ -16,6 +16,7 @@
 //   status, as a shell does (php-wasm gives PHP only Node's exit code, which
 //   is null then, so proc_get_status() said "exitcode 0": a kill -9 looked
 //   like a clean exit); PHP still sees signaled => false;
+// - errors are logged to stderr, not displayed, as Debian's php.ini has it;
 // - STDIN behaves as a pipe does: a read waits for data, stream_select()
 //   says readable when there is some (see useAsyncStdin());
 // - the temp dirs it makes are removed on the way out.
@@ -125,7 +126,10 @@ function useAsyncStdin(php) {
 
 let code = 1;
 try {
-    const run = await php.cli(['php', ...process.argv.slice(2)]);
+    // Errors as Debian's CLI php.ini has them (display_errors Off, logged to
+    // stderr), which every native run of the tests gets; php-wasm's own
+    // php.ini displays them on stdout. Arguments given later win.
+    const run = await php.cli(['php', '-d', 'display_errors=0', '-d', 'log_errors=1', ...process.argv.slice(2)]);
     const done = Promise.all([
         run.stdout.pipeTo(new WritableStream({ write: (c) => void process.stdout.write(c) })),
         run.stderr.pipeTo(new WritableStream({ write: (c) => void process.stderr.write(c) })),
