@@ -13,6 +13,7 @@ use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
 use CronLock\Tests\Support\RedisTestHelpers;
+use CronLock\Tests\Support\WebAssembly;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -173,7 +174,8 @@ final class CronGuardOncePerTest extends TestCase
     {
         $key = self::key();
         $journal = "{$this->dir}/journal";
-        $start = floor(microtime(true)) + 2.0;
+        // after the four children are up: a PHP on WebAssembly takes about 1 s to start
+        $start = floor(microtime(true)) + (WebAssembly::active() ? 6.0 : 2.0);
         $until = $start + 22.0;
         $code = '$lock = fn () => ' . self::lockCode(self::$server->dsn(), $key, 30.0) . ";\n" . <<<'PHP'
             [, $journal, $start, $until] = $argv;

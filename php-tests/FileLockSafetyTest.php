@@ -438,6 +438,7 @@ final class FileLockSafetyTest extends TestCase
         self::assertFileExists("$dir/\xe9t\xe9.lock");
         self::assertTrue($lock->release());
 
+        WebAssembly::skip('getcwd() in a directory whose name is not UTF-8 comes back mangled (its file system keeps paths as JavaScript strings)');
         $cwd = getcwd();
         chdir($dir);
         try {

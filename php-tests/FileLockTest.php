@@ -580,6 +580,7 @@ final class FileLockTest extends TestCase
 
     public function testAWaiterOnAReplacedFileKeepsWaitingForTheNewHolder(): void
     {
+        WebAssembly::skip('stat() does not see a file another process replaced (its file system caches nodes by name and numbers inodes itself)');
         $path = "{$this->dir}/replaced.lock";
         $a = new File($path);
         self::assertTrue($a->acquire(0));

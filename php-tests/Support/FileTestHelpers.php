@@ -132,6 +132,9 @@ trait FileTestHelpers
     protected function startCommand(array $cmd, ?array $env = null): int
     {
         $spec = [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']];
+        if ($env === null && WebAssembly::active()) {
+            $env = getenv(); // php-wasm's proc_open() would pass Node's, without our putenv()s
+        }
         $proc = proc_open($cmd, $spec, $pipes, null, $env);
         if ($proc === false) {
             throw new \RuntimeException('proc_open failed: ' . implode(' ', $cmd));
