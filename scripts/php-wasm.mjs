@@ -44,7 +44,7 @@ const cleanup = () => {
     rmSync(binDir, { recursive: true, force: true });
     rmSync(sysTmp, { recursive: true, force: true });
 };
-// also when the engine dies with an uncaught RuntimeError (see scripts/test)
+// also when the engine dies with an uncaught RuntimeError
 process.on('exit', cleanup);
 writeFileSync(
     join(binDir, 'php'),
