@@ -9,6 +9,7 @@ use CronLock\Lock;
 use CronLock\Tests\Support\ErrorLogHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
+use CronLock\Tests\Support\WebAssembly;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -370,6 +371,7 @@ abstract class LockContractTestCase extends TestCase
     /** @dataProvider forkChildEndings */
     public function testForkChildNeverFreesTheParentsLock(string $ending): void
     {
+        WebAssembly::skip('no pcntl_fork()');
         $name = $this->uniqueName();
         $stop = $this->controlDir . '/stop-fork';
         $childCode = [

@@ -9,6 +9,7 @@ use CronLock\LockException;
 use CronLock\Redis;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
+use CronLock\Tests\Support\WebAssembly;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -22,6 +23,9 @@ use PHPUnit\Framework\TestCase;
  */
 final class RedisLockFaultsTest extends TestCase
 {
+    /** WebAssembly::skip() reason of the "Connection refused" checks, which come last for it */
+    private const NO_REFUSED_CONNECT = 'its sockets connect to a closed port, and the first read fails ("Error while reading line from the server", not "Connection refused")';
+
     /** @var list<RedisServer> */
     private array $servers = [];
 
@@ -202,10 +206,11 @@ final class RedisLockFaultsTest extends TestCase
         [$e, $took] = self::throws(ConnectionException::class, fn () => $lock->acquire(1.5));
         self::assertGreaterThan(1.3, $took, 'retried until the deadline');
         self::assertLessThan(5.0, $took);
-        self::assertSame("cannot connect to Redis at 127.0.0.1:$port to acquire key 'job': Connection refused", $e->getMessage());
         self::assertFalse($lock->isHeld());
         [, $took] = self::throws(ConnectionException::class, fn () => $lock->acquire(0));
         self::assertLessThan(1.0, $took, 'a try is one try');
+        WebAssembly::skip(self::NO_REFUSED_CONNECT);
+        self::assertSame("cannot connect to Redis at 127.0.0.1:$port to acquire key 'job': Connection refused", $e->getMessage());
     }
 
     // ------------------------------------------------------------------ D9
@@ -431,6 +436,7 @@ final class RedisLockFaultsTest extends TestCase
 
         $server->kill();
         [$e] = self::throws(ConnectionException::class, fn () => (new Redis($server->dsn(), 'job', 10.0))->acquire(0));
+        WebAssembly::skip(self::NO_REFUSED_CONNECT);
         self::assertSame("cannot connect to Redis at 127.0.0.1:$port to acquire key 'job': Connection refused", $e->getMessage());
     }
 

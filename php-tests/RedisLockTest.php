@@ -11,6 +11,7 @@ use CronLock\Tests\Support\FileTestHelpers;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
 use CronLock\Tests\Support\RedisTestHelpers;
+use CronLock\Tests\Support\WebAssembly;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -303,6 +304,7 @@ final class RedisLockTest extends TestCase
      */
     public function testEveryFormOfTheDatabaseNumberIsTheSameLock(): void
     {
+        WebAssembly::skip('no Unix domain sockets');
         $key = self::key();
         $holder = new Redis(self::dsn(2), $key, 10.0);
         self::assertTrue($holder->acquire(0));
@@ -370,6 +372,7 @@ final class RedisLockTest extends TestCase
 
     public function testUnixSocketDsn(): void
     {
+        WebAssembly::skip('no Unix domain sockets');
         $path = self::$server->socketPath();
         $dsn = 'unix://' . $path;
         self::assertSame($dsn, self::$server->dsn());
@@ -1300,6 +1303,7 @@ final class RedisLockTest extends TestCase
     /** @dataProvider forkCases */
     public function testAForkedChildNeverReleasesAndTheParentKeepsItsConnection(bool $tls, bool $autoRenew): void
     {
+        WebAssembly::skip('no pcntl_fork()');
         $server = $tls ? $this->ownServer(['tls' => true]) : self::$server;
         $env = $tls ? ['SSL_CERT_FILE' => $server->caFile()] : [];
         $key = self::key();
@@ -1369,6 +1373,7 @@ final class RedisLockTest extends TestCase
      */
     public function testKillMinus9OfAnAutoRenewingHolderFreesTheKeyWhileItsForkChildLives(): void
     {
+        WebAssembly::skip('no pcntl_fork()');
         $key = self::key();
         $ttl = 1.0;
         $code = '$lock = ' . self::lockCode(self::dsn(), $key, $ttl, ['auto_renew' => true]) . ";\n" . <<<'PHP'

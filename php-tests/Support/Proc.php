@@ -226,8 +226,8 @@ final class Proc
 
     public function signal(int $signal): void
     {
-        if ($this->isRunning()) {
-            proc_terminate($this->proc, $signal);
+        if ($this->isRunning() && !proc_terminate($this->proc, $signal)) {
+            WebAssembly::kill($this->pid, $signal); // php-wasm's proc_terminate() sends nothing
         }
     }
 

@@ -9,8 +9,15 @@ final class Guard implements \Serializable
 
     /** @var Lock */
     private $lock;
-    /** @var float|null Polyfill\Process::now() of the soft deadline */
-    private $deadline;
+    /** @var float|null 'max_runtime' in seconds */
+    private $maxRuntime;
+    /**
+     * @var float Polyfill\Process::now() when the job began. remaining() counts the
+     * time since then down from max_runtime, never beyond it: a deadline of
+     * start + max_runtime minus a clock that has not moved (a coarse one)
+     * came out a rounding above max_runtime.
+     */
+    private $started = 0.0;
 
     /** Guards are made by cron_guard() only: constructing one throws \Error, as the extension does. */
     public function __construct()
@@ -27,13 +34,16 @@ final class Guard implements \Serializable
     /** Seconds left before 'max_runtime' (never negative); null when no max_runtime is set. */
     public function remaining(): ?float
     {
-        return $this->deadline === null ? null : max(0.0, $this->deadline - Polyfill\Process::now());
+        if ($this->maxRuntime === null) {
+            return null;
+        }
+        return max(0.0, min($this->maxRuntime, $this->maxRuntime - (Polyfill\Process::now() - $this->started)));
     }
 
     /** true once 'max_runtime' has passed: the job should stop at its next safe point. */
     public function expired(): bool
     {
-        return $this->deadline !== null && Polyfill\Process::now() >= $this->deadline;
+        return $this->maxRuntime !== null && Polyfill\Process::now() - $this->started >= $this->maxRuntime;
     }
 
     /**

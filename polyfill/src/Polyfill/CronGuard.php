@@ -91,10 +91,11 @@ final class CronGuard
         }
 
         $guard = (new \ReflectionClass(Guard::class))->newInstanceWithoutConstructor();
-        $deadline = $maxRuntime === null ? null : Process::now() + $maxRuntime;
-        \Closure::bind(function () use ($lock, $deadline) {
+        $started = Process::now();
+        \Closure::bind(function () use ($lock, $maxRuntime, $started) {
             $this->lock = $lock;
-            $this->deadline = $deadline;
+            $this->maxRuntime = $maxRuntime === null ? null : (float) $maxRuntime;
+            $this->started = $started;
         }, $guard, Guard::class)();
 
         $key = spl_object_hash($lock);

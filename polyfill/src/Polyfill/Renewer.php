@@ -14,8 +14,9 @@ use CronLock\LockException;
  * any renewal once this process is gone (kill -9 included) even while a
  * pcntl_fork() child keeps the pipe open: it checks that its parent is still
  * this process. So a dead holder's key still expires within one TTL.
- * It says READY once it has read its job (the lock waits for that before
- * it takes the key), then reports each renewal ("RENEWED <n> <unix time until which the key is
+ * It says READY once it has read its job and connected (the lock waits for
+ * that before it takes the key, so a slow connect never delays the first
+ * renewal), then reports each renewal ("RENEWED <n> <unix time until which the key is
  * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
  *
  * @internal

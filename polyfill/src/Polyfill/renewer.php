@@ -64,10 +64,18 @@ $ownerGone = static function () use ($watchOwner, $parentPid, $owner) {
     return $watchOwner && $parentPid() !== $owner;
 };
 $ttl = (float) $job['ttl'];
+// Connected before READY, which the lock waits for before it takes the key:
+// a slow connect (a TLS handshake, a cold start) delays that acquire, never
+// the first renewal. A failed one is retried at each renewal, as below.
+$client = null;
+try {
+    $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
+} catch (Throwable $e) {
+    $client = null;
+}
 echo "READY\n";
 $period = $ttl / 3;
 $ttlMs = (string) max(1, (int) ceil($ttl * 1000));
-$client = null;
 $token = null;   // what we renew now; null: idle
 $seq = 0;
 $windowEnd = '0'; // the once-per window's end in ms, below which a renewal never shortens the key's life
