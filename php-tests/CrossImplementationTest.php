@@ -178,6 +178,31 @@ final class CrossImplementationTest extends TestCase
         self::assertStringStartsWith("$lockDir/sync___rders.php.", $paths['polyfill']);
     }
 
+    /**
+     * PHP runs an auto_prepend_file before the main script: the null lock is named after
+     * the main script all the same (else every script of such a host shared one lock and
+     * all but one cron job were skipped), by both implementations.
+     */
+    public function testTheNullLockIsNamedAfterTheMainScriptNotTheAutoPrependFile(): void
+    {
+        $scripts = $this->makeTempDir('scripts');
+        $lockDir = $this->makeTempDir('lock-dir');
+        file_put_contents("$scripts/prepend.php", sprintf(
+            "<?php if (!extension_loaded('cronlock')) { require %s; }\n",
+            var_export(dirname(__DIR__) . '/polyfill/bootstrap.php', true)
+        ));
+        file_put_contents("$scripts/sync_orders.php", <<<'PHP'
+            <?php
+            cron_guard(function (\CronLock\Guard $g) { echo "PATH ", $g->lock()->path(), "\n"; });
+            PHP);
+        foreach (['extension', 'polyfill'] as $impl) {
+            $env = array_filter(array_merge(getenv(), $this->envs[$impl], ['CRONLOCK_LOCK_DIR' => $lockDir]), static fn ($v) => $v !== false);
+            [$code, $out, $err] = $this->runCommand([PHP_BINARY, '-d', "auto_prepend_file=$scripts/prepend.php", "$scripts/sync_orders.php"], 20.0, $env);
+            self::assertSame(0, $code, "$impl: $out $err");
+            self::assertStringStartsWith("PATH $lockDir/sync_orders.php.", $out, $impl);
+        }
+    }
+
     public function testBothRefuseInTheSameWords(): void
     {
         $dir = $this->makeTempDir('cross-words');

@@ -572,10 +572,19 @@ fn script_lock_name() -> Result<String, Error> {
         .ok()
         .and_then(|f| f.try_call(vec![]).ok())
         .ok_or_else(no_script)?;
+    // The first file PHP ran that is not the auto_prepend_file (which PHP
+    // runs before the main script), as cronlock/polyfill picks it.
+    let prepend = engine::ini_string(c"auto_prepend_file")
+        .filter(|setting| !setting.is_empty())
+        .and_then(|setting| std::fs::canonicalize(setting).ok());
     let first = included
         .array()
-        .and_then(|files| files.get_index(0))
-        .and_then(|path| path.str().map(str::to_owned))
+        .and_then(|files| {
+            files
+                .values()
+                .filter_map(|path| path.str().map(str::to_owned))
+                .find(|path| prepend.as_deref() != Some(std::path::Path::new(path)))
+        })
         .ok_or_else(no_script)?;
     let real = std::fs::canonicalize(&first).unwrap_or_else(|_| PathBuf::from(&first));
     // One '_' per byte, not per character: cronlock/polyfill (which sees
