@@ -622,6 +622,22 @@ final class CronGuardTest extends TestCase
         }
     }
 
+    /** A script named in Latin-1 (not UTF-8) runs under its null lock, named byte by byte. */
+    public function testTheNullLockOfAScriptWhoseNameIsNotUtf8(): void
+    {
+        $scripts = $this->makeTempDir('scripts');
+        $script = "$scripts/\xfcber.php";
+        file_put_contents($script, <<<'PHP'
+            <?php
+            ini_set('cronlock.lock_dir', $argv[1]);
+            putenv("CRONLOCK_LOCK_DIR=$argv[1]");
+            cron_guard(function (\CronLock\Guard $g) { echo "PATH ", $g->lock()->path(), "\n"; });
+            PHP);
+        $p = Proc::startScript($script, [$this->lockDir]);
+        self::assertSame(0, $p->wait(15.0), $p->stdout() . $p->stderr());
+        self::assertStringStartsWith("PATH {$this->lockDir}/_ber.php.", $p->stdout(), $p->stderr());
+    }
+
     public function testTheNullLockWithoutAScriptFileThrowsValueError(): void
     {
         if ((string) getenv('CRONLOCK_TEST_PREDIS') !== '') {

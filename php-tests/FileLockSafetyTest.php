@@ -458,7 +458,7 @@ final class FileLockSafetyTest extends TestCase
         $opener = Proc::start(<<<'PHP'
             [, $path] = $argv;
             $locked = $refused = 0;
-            for ($i = 0; $i < 3000; $i++) {
+            for ($i = 0; $i < 10000; $i++) {
                 try {
                     $lock = new \CronLock\File($path);
                     if ($lock->acquire(0)) { $locked++; $lock->release(); }

@@ -801,4 +801,21 @@ final class FileLockTest extends TestCase
         $path = "{$this->dir}/./given.lock";
         self::assertSame($path, (new File($path))->path());
     }
+
+    /**
+     * A lock path of about 1 KB under a missing directory: the reason is the OS's, the path
+     * cut to 200 characters (PHP 7 cuts its own warnings at 1024 bytes, reason and all).
+     */
+    public function testALongPathUnderAMissingDirectorySaysWhy(): void
+    {
+        $path = "{$this->dir}/missing/" . str_repeat('d', 200) . '/' . str_repeat('e', 200) . '/'
+            . str_repeat('f', 200) . '/' . str_repeat('g', 200) . '/x.lock';
+        try {
+            (new File($path))->acquire(0);
+            self::fail('a lock file under a missing directory was opened');
+        } catch (LockException $e) {
+            self::assertStringEndsWith(': No such file or directory', $e->getMessage());
+            self::assertLessThan(300, strlen($e->getMessage()), $e->getMessage());
+        }
+    }
 }

@@ -1118,6 +1118,31 @@ final class RedisLockTest extends TestCase
         self::assertSame(0, self::raw('EXISTS', $key), 'released');
     }
 
+    /**
+     * A stopped holder (SIGSTOP, Ctrl-Z) renews nothing: its auto-renewed key expires
+     * within one TTL, as a holder that hangs must not keep every other run out for ever.
+     */
+    public function testAStoppedAutoRenewingHolderLetsItsKeyExpire(): void
+    {
+        if (!function_exists('posix_kill')) {
+            self::markTestSkipped('needs posix_kill()');
+        }
+        $key = self::key();
+        $ttl = 0.6;
+        [$p, $signal] = $this->startHolder(self::lockCode(self::dsn(), $key, $ttl, ['auto_renew' => true]));
+        usleep(1_000_000);
+        self::assertSame(1, self::raw('EXISTS', $key), 'renewed past its first TTL');
+        posix_kill($p->pid(), SIGSTOP);
+        try {
+            self::waitUntil(fn () => self::raw('EXISTS', $key) === 0, 'the stopped holder\'s key expires', 10.0);
+        } finally {
+            posix_kill($p->pid(), SIGCONT);
+        }
+        touch($signal);
+        $p->wait();
+        self::assertStringContainsString('RELEASED', $p->stdout(), $p->stdout() . $p->stderr());
+    }
+
     /** @return list<int> the pids of every descendant of $pid, from /proc */
     private static function descendants(int $pid): array
     {

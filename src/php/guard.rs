@@ -577,16 +577,19 @@ fn script_lock_name() -> Result<String, Error> {
     let prepend = engine::ini_string(c"auto_prepend_file")
         .filter(|setting| !setting.is_empty())
         .and_then(|setting| std::fs::canonicalize(setting).ok());
-    let first = included
+    use std::os::unix::ffi::OsStrExt;
+    // Paths as bytes: a script named in Latin-1 is a path like any other.
+    let first: PathBuf = included
         .array()
         .and_then(|files| {
             files
                 .values()
-                .filter_map(|path| path.str().map(str::to_owned))
-                .find(|path| prepend.as_deref() != Some(std::path::Path::new(path)))
+                .filter_map(|path| path.zend_str())
+                .map(|path| PathBuf::from(std::ffi::OsStr::from_bytes(path.as_bytes())))
+                .find(|path| prepend.as_deref() != Some(path.as_path()))
         })
         .ok_or_else(no_script)?;
-    let real = std::fs::canonicalize(&first).unwrap_or_else(|_| PathBuf::from(&first));
+    let real = std::fs::canonicalize(&first).unwrap_or(first);
     // One '_' per byte, not per character: cronlock/polyfill (which sees
     // bytes) names the same file for a script called "sync órders.php".
     let base: String = real

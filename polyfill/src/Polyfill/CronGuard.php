@@ -219,7 +219,10 @@ final class CronGuard
         }
         $real = realpath($main);
         $real = $real === false ? $main : $real;
-        $base = substr((string) preg_replace('/[^A-Za-z0-9._-]/', '_', basename($real)), 0, 100);
+        // not basename(), which PHP 7 bends to the locale (a leading non-UTF-8 byte is dropped)
+        $slash = strrpos($real, '/');
+        $name = $slash === false ? $real : substr($real, $slash + 1);
+        $base = substr((string) preg_replace('/[^A-Za-z0-9._-]/', '_', $name), 0, 100);
         return $base . '.' . self::fnv1a64($real);
     }
 

@@ -134,6 +134,7 @@ final class FileSystem
             return false;
         }
         $linked = @link($temp, $path);
+        $linkError = $linked ? '' : self::lastReason();
         @unlink($temp);
         fclose($handle);
         if ($linked) {
@@ -145,13 +146,25 @@ final class FileSystem
             return $handle === false ? null : $handle;
         }
         clearstatcache(true, $path);
-        if (self::lstatId($path) !== null) {
-            return null;
+        if (self::lstatId($path) !== null || !self::noHardLinks($linkError)) {
+            return null; // taken (or swapped) meanwhile: look again
         }
-        // A file system without hard links: O_EXCL (it never follows a symlink
-        // itself; PHP's resolving first is the gap left there).
+        // A file system without hard links only: O_EXCL, which PHP's resolving a
+        // symlink first defeats (the gap left there; the README says so).
         $handle = @fopen($path, 'x+en');
         return $handle === false ? false : $handle;
+    }
+
+    /** Whether link(2) failed as a file system without hard links fails it (EPERM, ENOTSUP). */
+    private static function noHardLinks(string $reason): bool
+    {
+        foreach ([1 => 'Operation not permitted', 95 => 'Operation not supported'] as $errno => $words) {
+            $named = PHP_OS === 'Linux' && function_exists('posix_strerror') ? posix_strerror($errno) : $words;
+            if ($reason === $named || $reason === $words) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -323,6 +336,8 @@ final class FileSystem
             'EISDIR' => [21, 'Is a directory'],
             'ENOTDIR' => [20, 'Not a directory'],
             'ENAMETOOLONG' => [36, 'File name too long'],
+            'ENOENT' => [2, 'No such file or directory'],
+            'EACCES' => [13, 'Permission denied'],
         ];
         list($errno, $words) = $errors[$name];
         if (PHP_OS === 'Linux' && function_exists('posix_strerror')) {
@@ -342,6 +357,14 @@ final class FileSystem
         $e = error_get_last();
         if ($e === null) {
             return 'unknown error';
+        }
+        if ($path !== null && strlen($e['message']) >= 1000) {
+            // cut by PHP (7.x: log_errors_max_len): the reason went with the cut
+            $dir = dirname($path);
+            if (!is_dir($dir)) {
+                return self::osError(file_exists($dir) || self::underANonDirectory($path) ? 'ENOTDIR' : 'ENOENT');
+            }
+            return is_writable($dir) ? 'unknown error' : self::osError('EACCES');
         }
         $pos = strrpos($e['message'], ': ');
         return $pos === false ? $e['message'] : substr($e['message'], $pos + 2);

@@ -50,8 +50,9 @@ final class Renewer
         // handles them and finishes its job must stay the holder. Ignored
         // here (the shell's SIG_IGN survives exec), the helper still ends
         // with the holder: it checks before each renewal that the holder
-        // lives, and stdin closes when the holder dies.
-        $command = "trap '' HUP INT QUIT TERM TSTP TTIN TTOU; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
+        // lives, and stdin closes when the holder dies. Stop signals (Ctrl-Z)
+        // are not ignored, and a stopped holder is not renewed for.
+        $command = "trap '' HUP INT QUIT TERM; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
         $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']];
         $pipes = [];
         $proc = function_exists('proc_open') ? @proc_open($command, $spec, $pipes) : false;

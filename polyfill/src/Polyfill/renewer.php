@@ -63,6 +63,12 @@ $watchOwner = $parentPid() === $owner;
 $ownerGone = static function () use ($watchOwner, $parentPid, $owner) {
     return $watchOwner && $parentPid() !== $owner;
 };
+// "pid (comm) state ...": T (stopped) or t (stopped while traced)
+$ownerStopped = static function () use ($owner) {
+    $stat = @file_get_contents("/proc/$owner/stat");
+    $paren = is_string($stat) ? strrpos($stat, ')') : false;
+    return $paren !== false && in_array(substr($stat, $paren + 2, 1), ['T', 't'], true);
+};
 $ttl = (float) $job['ttl'];
 // Connected before READY, which the lock waits for before it takes the key:
 // a slow connect (a TLS handshake, a cold start) delays that acquire, never
@@ -128,6 +134,13 @@ while (true) {
         exit(0); // the holder died (kill -9): its key expires by its TTL
     }
     if ($token === null) {
+        continue;
+    }
+    if ($ownerStopped()) {
+        // SIGSTOP, or Ctrl-Z (which stops us too, unless the holder's
+        // handler goes on): a stopped holder renews nothing, as the
+        // extension's renewer thread stops with its process.
+        $next = CronLock\Polyfill\Process::now() + min($period, 0.1);
         continue;
     }
     $sent = CronLock\Polyfill\Process::now();
