@@ -480,6 +480,30 @@ final class RedisLockTest extends TestCase
         self::assertTrue($holder->release());
     }
 
+    /**
+     * One server reached through its unix socket and through its port: no DSN comparison
+     * can tell, but the key holds the token of the other object of this process, so a
+     * second object is busy at once and a wait throws instead of waiting for itself.
+     */
+    public function testAServerReachedThroughItsSocketAndItsPortIsOneLockInThisProcess(): void
+    {
+        $server = $this->ownServer(['unix' => true]);
+        $key = self::key();
+        $holder = new Redis('unix://' . $server->socketPath(), $key, 10.0);
+        self::assertTrue($holder->acquire(0));
+        $other = new Redis($server->tcpDsn(), $key, 10.0);
+        self::assertFalse($other->acquire(0));
+        try {
+            $other->acquire(-1);
+            self::fail('a wait on this process\'s own lock returned');
+        } catch (\CronLock\LockException $e) {
+            self::assertStringContainsString('already held by this process', $e->getMessage());
+        }
+        self::assertTrue($holder->release());
+        self::assertTrue($other->acquire(0), 'free once released');
+        self::assertTrue($other->release());
+    }
+
     /** Dumping the lock object (a logger's context, a debug print) never shows the password. */
     public function testDumpingTheLockObjectNeverShowsThePassword(): void
     {

@@ -154,7 +154,13 @@ final class Redis implements Lock, \Serializable
                 throw $this->failure('acquire', $f);
             }
             $this->unsettled = null;
-            return $attempt[0] ? $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]) : false;
+            if ($attempt[0]) {
+                return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]);
+            }
+            if ($this->lastHolder !== null && Registry::tokenHeldByOther($this->lastHolder, $owner)) {
+                Registry::noteRefusal($owner, 'self');
+            }
+            return false;
         }
         return Process::watchingSignals(function () use ($timeout, $owner, $token) {
             return $this->waitFor($timeout, $owner, $token);
@@ -190,6 +196,9 @@ final class Redis implements Lock, \Serializable
                 $this->unsettled = null;
                 if ($attempt[0]) {
                     return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]);
+                }
+                if ($this->lastHolder !== null && Registry::tokenHeldByOther($this->lastHolder, $owner)) {
+                    throw Registry::deadlock($this->describe(), 'CronLock\Redis');
                 }
                 if ($deadline !== null && Process::now() >= $deadline) {
                     return false;
@@ -282,6 +291,7 @@ final class Redis implements Lock, \Serializable
         // once_per: the key lives until its window ends whatever the TTL, so the hold does too
         $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'keptUntil' => $sent + $windowLeft, 'lost' => false, 'windowEnd' => $windowEnd];
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
+        Registry::holdToken($token, spl_object_hash($this));
         if ($this->autoRenew) {
             $this->startRenewing($token, $windowEnd, $sent);
         }
@@ -627,6 +637,9 @@ final class Redis implements Lock, \Serializable
     {
         if ($this->renewer !== null && $this->hold !== null) {
             $this->renewer->idle();
+        }
+        if ($this->hold !== null) {
+            Registry::dropToken($this->hold['token']);
         }
         $this->hold = null;
         Registry::drop($this->lockId(), spl_object_hash($this));

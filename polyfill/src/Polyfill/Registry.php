@@ -16,6 +16,30 @@ final class Registry
     private static $held = [];
     /** @var array<string, string> spl_object_hash => 'self' | 'signal' */
     private static $lastRefusal = [];
+    /**
+     * Redis tokens held in this process => [owner, pid]: a key found holding one of them is
+     * that object's lock, however its DSN names the server (a unix socket and a port, a host
+     * name and an address), which comparing DSNs cannot tell.
+     *
+     * @var array<string, array{0: string, 1: int}>
+     */
+    private static $tokens = [];
+
+    public static function holdToken(string $token, string $owner)
+    {
+        self::$tokens[$token] = [$owner, Process::pid()];
+    }
+
+    public static function dropToken(string $token)
+    {
+        unset(self::$tokens[$token]);
+    }
+
+    /** Whether $value (a Redis key's value) is the token of another lock object of this process. */
+    public static function tokenHeldByOther(string $value, string $owner): bool
+    {
+        return isset(self::$tokens[$value]) && self::$tokens[$value][0] !== $owner && self::$tokens[$value][1] === Process::pid();
+    }
 
     /** @return string|null owner (an spl_object_hash) holding $id in this process, not $owner */
     public static function heldByOther(string $id, string $owner, bool $shared)
