@@ -375,6 +375,7 @@ final class CronGuardSafetyTest extends TestCase
             self::markTestSkipped('no /run/lock here');
         }
         $existed = is_dir($dir);
+        putenv('CRONLOCK_LOCK_DIR'); // setUp()'s (root's directory), which runuser passes on
         try {
             [$code, $out, $err] = $this->runAs('nobody', 'echo cron_guard(fn ($g) => $g->lock()->path(), "job");');
             self::assertSame(0, $code, $err);

@@ -717,6 +717,7 @@ final class CronGuardTest extends TestCase
      */
     public function testTheDefaultLockDirIsPrivateToTheUser(): void
     {
+        putenv('CRONLOCK_LOCK_DIR'); // setUp()'s, which the extension reads too
         $euid = posix_geteuid();
         $expected = $euid === 0 && is_dir('/run') ? '/run/cronlock'
             : ((is_dir('/run/lock') && is_writable('/run/lock') ? '/run/lock' : sys_get_temp_dir()) . "/cronlock-$euid");

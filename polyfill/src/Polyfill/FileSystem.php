@@ -146,8 +146,11 @@ final class FileSystem
             return $handle === false ? null : $handle;
         }
         clearstatcache(true, $path);
-        if (self::lstatId($path) !== null || !self::noHardLinks($linkError)) {
+        if (self::lstatId($path) !== null || $linkError === self::osError('EEXIST')) {
             return null; // taken (or swapped) meanwhile: look again
+        }
+        if (!self::noHardLinks($linkError)) {
+            return false; // the path cannot be made (too long, …): lastReason() says why
         }
         // A file system without hard links only: O_EXCL, which PHP's resolving a
         // symlink first defeats (the gap left there; the README says so).
@@ -337,6 +340,7 @@ final class FileSystem
             'ENOTDIR' => [20, 'Not a directory'],
             'ENAMETOOLONG' => [36, 'File name too long'],
             'ENOENT' => [2, 'No such file or directory'],
+            'EEXIST' => [17, 'File exists'],
             'EACCES' => [13, 'Permission denied'],
         ];
         list($errno, $words) = $errors[$name];
