@@ -50,7 +50,7 @@ final class FileSystem
                     continue; // something appeared at the path meanwhile: look again
                 }
                 if ($handle === false) {
-                    $reason = self::lastReason($path);
+                    $reason = self::$createFailure !== null ? self::$createFailure : self::lastReason($path);
                     clearstatcache(true, $path);
                     if (self::lstatId($path) !== null) {
                         continue; // created by someone else meanwhile: open theirs
@@ -116,6 +116,9 @@ final class FileSystem
         throw new LockException("cannot open lock file $shown: it was replaced on every attempt to open it");
     }
 
+    /** @var string|null why createExclusive() last failed, when error_get_last() does not say it */
+    private static $createFailure;
+
     /**
      * Creates $path, failing if anything (a symlink too) is there. Not fopen('x'): PHP
      * resolves a symlink at the path before open(2), so O_EXCL would create the file a
@@ -128,6 +131,7 @@ final class FileSystem
      */
     private static function createExclusive(string $path)
     {
+        self::$createFailure = null;
         $temp = dirname($path) . '/.cronlock-' . bin2hex(random_bytes(8));
         $handle = @fopen($temp, 'x+en');
         if ($handle === false) {
@@ -150,7 +154,9 @@ final class FileSystem
             return null; // taken (or swapped) meanwhile: look again
         }
         if (!self::noHardLinks($linkError)) {
-            return false; // the path cannot be made (too long, …): lastReason() says why
+            // the path cannot be made (too long, …): say why
+            self::$createFailure = self::lastReason($path) === self::osError('ENAMETOOLONG') ? self::osError('ENAMETOOLONG') : $linkError;
+            return false;
         }
         // A file system without hard links only: O_EXCL, which PHP's resolving a
         // symlink first defeats (the gap left there; the README says so).
@@ -158,10 +164,14 @@ final class FileSystem
         return $handle === false ? false : $handle;
     }
 
-    /** Whether link(2) failed as a file system without hard links fails it (EPERM, ENOTSUP). */
+    /**
+     * Whether link(2) failed as a file system without hard links fails it (EPERM, ENOTSUP,
+     * ENOSYS; EMLINK, which PHP on WebAssembly says for every link()).
+     */
     private static function noHardLinks(string $reason): bool
     {
-        foreach ([1 => 'Operation not permitted', 95 => 'Operation not supported'] as $errno => $words) {
+        $errors = [1 => 'Operation not permitted', 95 => 'Operation not supported', 38 => 'Function not implemented', 31 => 'Too many links'];
+        foreach ($errors as $errno => $words) {
             $named = PHP_OS === 'Linux' && function_exists('posix_strerror') ? posix_strerror($errno) : $words;
             if ($reason === $named || $reason === $words) {
                 return true;
