@@ -625,6 +625,7 @@ final class CronGuardTest extends TestCase
     /** A script named in Latin-1 (not UTF-8) runs under its null lock, named byte by byte. */
     public function testTheNullLockOfAScriptWhoseNameIsNotUtf8(): void
     {
+        WebAssembly::skip('its file system turns a path that is not UTF-8 into U+FFFD');
         $scripts = $this->makeTempDir('scripts');
         $script = "$scripts/\xfcber.php";
         file_put_contents($script, <<<'PHP'

@@ -23,7 +23,12 @@ final class Process
      */
     public static function now(): float
     {
-        return function_exists('hrtime') ? hrtime(true) / 1e9 : microtime(true);
+        static $monotonic = null;
+        if ($monotonic === null) {
+            // PHP on WebAssembly counts hrtime() from each process's start: not one clock
+            $monotonic = function_exists('hrtime') && !(function_exists('php_uname') && php_uname('s') === 'Emscripten');
+        }
+        return $monotonic && function_exists('hrtime') ? hrtime(true) / 1e9 : microtime(true);
     }
 
     public static function pid(): int
