@@ -179,12 +179,24 @@ final class Args
             // Not UTF-8: count bytes, and do not end inside a sequence.
             $cut = preg_replace('/[\xC0-\xFF][\x80-\xBF]*$/', '', substr($name, 0, self::NAME_MAX)) . '…';
         }
-        return preg_replace_callback('/[\x00-\x1F\x7F]|\xC2[\x80-\x9F]/', function (array $c) {
+        return self::escapeControls($cut);
+    }
+
+    /**
+     * Control characters as \n, \t, \r or \u{hex} (C0, DEL, C1), as the extension's
+     * messages show them; with $lineSeparators also U+2028 and U+2029, as its busy lines do.
+     */
+    public static function escapeControls(string $text, bool $lineSeparators = false): string
+    {
+        $pattern = $lineSeparators ? '/[\x00-\x1F\x7F]|\xC2[\x80-\x9F]|\xE2\x80[\xA8\xA9]/' : '/[\x00-\x1F\x7F]|\xC2[\x80-\x9F]/';
+        return (string) preg_replace_callback($pattern, function (array $c) {
             $named = ["\t" => '\\t', "\n" => '\\n', "\r" => '\\r'];
             if (isset($named[$c[0]])) {
                 return $named[$c[0]];
             }
-            return sprintf('\\u{%x}', ord(substr($c[0], -1)));
-        }, $cut);
+            $bytes = $c[0];
+            $code = strlen($bytes) === 3 ? 0x2000 + ord($bytes[2]) - 0x80 : ord(substr($bytes, -1));
+            return sprintf('\\u{%x}', $code);
+        }, $text);
     }
 }

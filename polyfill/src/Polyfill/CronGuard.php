@@ -249,15 +249,7 @@ final class CronGuard
      */
     private static function log(string $line)
     {
-        error_log((string) preg_replace_callback('/[\x00-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]/', function ($m) {
-            $named = ["\t" => '\t', "\n" => '\n', "\r" => '\r'];
-            if (isset($named[$m[0]])) {
-                return $named[$m[0]];
-            }
-            $bytes = $m[0];
-            $code = strlen($bytes) === 1 ? ord($bytes) : (strlen($bytes) === 2 ? ord($bytes[1]) : 0x2000 + ord($bytes[2]) - 0x80);
-            return sprintf('\\u{%x}', $code);
-        }, $line));
+        error_log(Args::escapeControls($line, true));
     }
 
     private static function what(Lock $lock): string
