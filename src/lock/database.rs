@@ -1004,26 +1004,10 @@ pub fn untrack_connection_fd(fd: i32) {
     sys::untrack_fd(fd);
 }
 
-/// The socket descriptors open in this process now, to find the one a new
-/// PDO connection made (PDO does not say). A PDO opens its connection in
-/// the constructor, on the calling thread, so the new sockets after it are
-/// its own (another thread of a ZTS build opening one at the same moment
-/// would only have its fork-child copy detached too).
+/// The socket descriptors open in this process now (see
+/// [`sys::open_sockets`]), to find the ones a new PDO connection made.
 pub fn open_sockets() -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let fd: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let target = std::fs::read_link(entry.path()).ok()?;
-            target
-                .to_str()
-                .is_some_and(|t| t.starts_with("socket:"))
-                .then_some(fd)
-        })
-        .collect()
+    sys::open_sockets()
 }
 
 /// Watches one statement on a connection the lock opened itself, whose
