@@ -12,6 +12,7 @@ pub mod info;
 pub mod ini;
 pub mod lock_interface;
 pub mod options;
+pub mod pdo;
 pub mod redis;
 pub mod shim;
 

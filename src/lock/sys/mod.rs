@@ -33,6 +33,6 @@ pub use file::{
 pub use fork::tracked_fds;
 pub use fork::{track_fd, untrack_fd};
 pub use holders::{holds_file_open, kernel_flock_holders, process_alive};
-pub use process::{current_pid, effective_uid, hostname, random_bytes};
+pub use process::{current_pid, descriptors_exhausted, effective_uid, hostname, random_bytes};
 pub use sockets::{close_on_exec_sockets, open_sockets, set_close_on_exec, SocketMatch};
 pub use watchdog::{watch_sockets, Cut, InterruptFlag, SocketWatch};

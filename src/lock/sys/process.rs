@@ -1,12 +1,16 @@
 //! This process: its pid (cached, and forgotten in a fork child), its user,
-//! the host's name and the OS random source.
+//! the host's name, the OS random source, and whether it has descriptors
+//! left.
 //!
 //! The traps this closes:
 //! - the cached pid is forgotten in a fork child by an atfork handler, so a
 //!   `pcntl_fork()` child never passes for its parent (every ownership check
 //!   compares against it: see `lock::owner`);
-//! - an interrupted read of the random source is tried again, not reported.
+//! - an interrupted read of the random source is tried again, not reported;
+//! - a client library that failed for want of a descriptor without saying
+//!   so can be explained after the fact: a probe open tells EMFILE/ENFILE.
 
+use super::file::reason;
 use super::platform;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -75,4 +79,48 @@ fn forget_pid_in_fork_children() {
 
 extern "C" fn forget_pid() {
     PID.store(0, Ordering::Relaxed);
+}
+
+/// The OS's words ("Too many open files") when this process cannot open a
+/// descriptor now because it has none left (EMFILE) or the system has none
+/// (ENFILE); `None` when it can (the probe is closed again at once).
+pub fn descriptors_exhausted() -> Option<String> {
+    // SAFETY: open(2) of a constant path; the result is checked.
+    let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: `fd` was just opened here and is not used after this.
+        unsafe { libc::close(fd) };
+        return None;
+    }
+    let err = io::Error::last_os_error();
+    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)).then(|| reason(&err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exhausted_descriptors_are_told_in_the_os_words() {
+        assert_eq!(descriptors_exhausted(), None);
+        // In a child: lowering the limit below the open descriptors.
+        // SAFETY: the child only calls async-signal-safe functions and _exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let limit = libc::rlimit {
+                rlim_cur: 3,
+                rlim_max: 3,
+            };
+            // SAFETY: a valid rlimit.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+            let told = descriptors_exhausted();
+            let code = i32::from(told.as_deref() != Some("Too many open files"));
+            // SAFETY: leaving the forked child without running test harness code.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert_eq!(libc::WEXITSTATUS(status), 0);
+    }
 }
