@@ -5,6 +5,7 @@ pub mod database;
 pub mod dirs;
 pub mod escape;
 pub mod file;
+pub mod named;
 pub mod owner;
 pub mod redis;
 pub mod registry;

@@ -11,6 +11,7 @@
 use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray, PdoOrDsn};
 use super::engine;
 use super::lock_interface::PhpInterfaceLock;
+use super::native::{Acquired, NativeLock};
 use super::options::Options;
 use super::pdo::{hook_interrupts, PdoSession};
 use crate::error::Error;
@@ -73,16 +74,7 @@ impl Database {
     }
 
     pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
-        let wait = Wait::from_seconds("$timeout", timeout.or(0.0))?;
-        let session = self.session.get_mut();
-        let acquired = self.lock.acquire(session, wait);
-        if ExecutorGlobals::has_exception() {
-            // A signal handler threw (or called exit()) during a PDO call:
-            // that exception propagates; the lock is not taken.
-            engine::with_exception_set_aside(|| self.lock.abandon(session));
-            return Ok(false);
-        }
-        Ok(acquired?)
+        self.acquire_waiting(Wait::from_seconds("$timeout", timeout.or(0.0))?)
     }
 
     /// The lock lives as long as its session: there is no TTL to extend,
@@ -130,19 +122,45 @@ impl Database {
 }
 
 impl Database {
-    /// Why the last acquire() returned false (interrupted, held by another
-    /// object of this thread, ...), for cron_guard()'s log line.
-    pub fn refusal(&self) -> Option<crate::lock::Refusal> {
-        self.lock.refusal()
+    /// `acquire()` with its wait: see the PHP method.
+    fn acquire_waiting(&mut self, wait: Wait) -> PhpResult<bool> {
+        let session = self.session.get_mut();
+        let acquired = self.lock.acquire(session, wait);
+        if ExecutorGlobals::has_exception() {
+            // A signal handler threw (or called exit()) during a PDO call:
+            // that exception propagates; the lock is not taken.
+            engine::with_exception_set_aside(|| self.lock.abandon(session));
+            return Ok(false);
+        }
+        Ok(acquired?)
+    }
+}
+
+impl NativeLock for Database {
+    fn held(&self) -> bool {
+        self.lock.is_held()
     }
 
-    /// "'x' (MySQL/MariaDB at mysql:host=db)", for the busy line.
-    pub fn describe(&self) -> String {
+    fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<Acquired> {
+        // Its PDO calls may run a signal handler that throws or exit()s.
+        let got = self.acquire_waiting(wait)?;
+        if ExecutorGlobals::has_exception() {
+            return Ok(Acquired::Threw);
+        }
+        Ok(if got {
+            Acquired::Yes
+        } else {
+            Acquired::No(self.lock.refusal())
+        })
+    }
+
+    /// "'x' (MySQL/MariaDB at mysql:host=db)".
+    fn describe(&self) -> String {
         self.lock.describe(&*self.session.borrow())
     }
 
-    /// For the busy line of cron_guard(): who holds it, if the server says.
-    pub fn holder_for_message(&self) -> Option<String> {
+    /// Who holds it, if the server says.
+    fn busy_holder(&self) -> Option<String> {
         if self.lock.held_by_another_object() {
             return Some(format!(
                 "this process (pid {}) through another lock object",
@@ -159,10 +177,9 @@ impl Database {
         })
     }
 
-    /// For the request-shutdown sweep and cron_guard()'s way out: runs the
-    /// release with any pending exception set aside (PDO cannot be called
-    /// while one is pending); errors have nowhere to go there.
-    pub fn release_leftover(&mut self) {
+    /// Runs the release with any pending exception set aside (PDO cannot
+    /// be called while one is pending).
+    fn release_leftover(&mut self) {
         if !self.lock.needs_release() {
             return;
         }
