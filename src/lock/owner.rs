@@ -28,10 +28,6 @@ impl Owner {
     pub fn is_this_process(self) -> bool {
         self.pid == sys::current_pid()
     }
-
-    pub fn pid(self) -> u32 {
-        self.pid
-    }
 }
 
 /// The pid of this process (cached; forgotten in a fork child), for
@@ -53,7 +49,12 @@ mod tests {
     fn a_fork_child_is_not_the_owner() {
         let owner = Owner::this_process();
         assert!(owner.is_this_process());
-        assert_eq!(owner.pid(), std::process::id());
+        assert_eq!(
+            owner,
+            Owner {
+                pid: std::process::id()
+            }
+        );
         // SAFETY: the child only asks and _exits.
         let child = unsafe { libc::fork() };
         if child == 0 {

@@ -29,7 +29,7 @@ mod session;
 mod sockets;
 
 pub use crate::lock::sys::InterruptFlag;
-pub use dialect::{Dialect, Query};
+pub use dialect::{Dialect, Query, Slices, Waited};
 pub use dsn::{dsn_label, dsn_secrets};
 pub use errors::{Holder, SqlError};
 pub use lock::{DatabaseLock, WAIT_SLICE};

@@ -44,7 +44,7 @@ pub fn untrack_connection_fd(fd: i32) {
 }
 
 /// The socket descriptors open in this process now, to find the ones a new
-/// PDO connection made (see [`sys::open_sockets`]).
+/// PDO connection made (every descriptor that fstat says is a socket).
 pub fn open_sockets() -> Vec<i32> {
     sys::open_sockets()
 }
@@ -53,8 +53,8 @@ pub fn open_sockets() -> Vec<i32> {
 /// sockets are `fds`: when the server has not answered [`ANSWER_GRACE`]
 /// after the statement's own wait (`slice`, for a wait statement), or, for a
 /// wait statement, once `interrupt` is set (a PHP signal handler pending)
-/// [`INTERRUPT_GRACE`] after its slice, the sockets are shut down so that
-/// the blocked read returns. [`StatementWatch::finish`] says which.
+/// `INTERRUPT_GRACE` (50 ms) after its slice, the sockets are shut down so that
+/// the blocked read returns. `StatementWatch::finish` says which.
 pub fn watch_statement(
     fds: &[i32],
     slice: Option<Duration>,

@@ -36,7 +36,7 @@ impl InterruptFlag {
     /// # Safety
     ///
     /// `flag` points at a one-byte boolean that stays valid (and is written
-    /// only as a whole byte) for as long as any [`SocketWatch`] given this
+    /// only as a whole byte) for as long as any `SocketWatch` given this
     /// flag is armed.
     pub unsafe fn new(flag: *const AtomicBool) -> Self {
         InterruptFlag(flag)
