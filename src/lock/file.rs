@@ -51,7 +51,7 @@ use super::sys::{self, FileId};
 use super::{Refusal, Wait};
 use crate::error::{Error, Result};
 use record::{current_record, holds_only_a_record_or_nothing, read_at_most};
-pub use record::{format_record, parse_record_pid, RECORD_LEN};
+pub use record::{parse_record_pid, RECORD_LEN};
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::fs::File;

@@ -77,7 +77,7 @@ pub(super) fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
 
 /// `cronlock pid=4242 host=web1 since=2026-11-30T14:50:00Z`, space-padded
 /// to [`RECORD_LEN`] with a final newline, so `cat` shows it plainly.
-pub fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
+pub(super) fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
     let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let host: String = host
         .chars()
