@@ -676,6 +676,58 @@ abstract class DatabaseLockTestCase extends TestCase
         $refused->acquire(0);
     }
 
+    /** Issue 17 item 3: a name with a line break is escaped, as File and Redis messages escape it. */
+    public function testANameWithALineBreakStaysOneLineInEveryMessage(): void
+    {
+        $name = "nightly\nreport\e" . getmypid();
+        $shown = "'nightly\\nreport\\u{1b}" . getmypid() . "'";
+        $messages = [];
+        $refused = new Database(str_replace('port=' . self::$server->port(), 'port=1', self::$server->dsn()), $name, self::credentials());
+        try {
+            $refused->acquire(0);
+            self::fail('a closed port must throw');
+        } catch (ConnectionException $e) {
+            $messages[] = $e->getMessage();
+        }
+        $holder = self::dsnLock($name);
+        self::assertTrue($holder->acquire(0));
+        try {
+            self::dsnLock($name)->acquire(-1);
+            self::fail('waiting for this process itself must throw');
+        } catch (LockException $e) {
+            $messages[] = $e->getMessage();
+        }
+        self::assertTrue($holder->release());
+        foreach ($messages as $message) {
+            self::assertStringNotContainsString("\n", $message);
+            self::assertStringNotContainsString("\e", $message);
+            self::assertStringContainsString($shown, $message);
+        }
+    }
+
+    /**
+     * Issue 17 item 6: a connect that fails for want of descriptors (ulimit -n
+     * exhausted) says so in the OS's words, as a File lock (and Redis) does,
+     * not mysqlnd's "Unknown error while connecting".
+     */
+    public function testAConnectWithoutDescriptorsLeftSaysTooManyOpenFiles(): void
+    {
+        $code = sprintf('$lock = %s; $file = %s;', self::dsnLockCode(self::name('emfile')), var_export($this->dir . '/emfile.lock', true))
+            . ' posix_setrlimit(POSIX_RLIMIT_NOFILE, 64, posix_getrlimit()["hard openfiles"]);'
+            . ' $fds = []; while (($f = @fopen("/dev/null", "r")) !== false) { $fds[] = $f; }'
+            . ' try { $lock->acquire(0); echo "ACQUIRED\n"; } catch (\Throwable $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }'
+            . ' try { new \CronLock\File($file); echo "OPENED\n"; } catch (\Throwable $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }'
+            . ' $fds = []; echo $lock->acquire(0) ? "THEN ACQUIRED\n" : "THEN BUSY\n";';
+        $p = Proc::run($code);
+        $lines = explode("\n", trim($p->stdout()));
+        self::assertCount(3, $lines, $p->stdout() . $p->stderr());
+        self::assertStringStartsWith('CronLock\ConnectionException: cannot reach lock ', $lines[0]);
+        self::assertStringEndsWith(': Too many open files', $lines[0]);
+        self::assertStringNotContainsString('Unknown error', $lines[0]);
+        self::assertStringEndsWith(': Too many open files', $lines[1], 'a File lock says the same');
+        self::assertSame('THEN ACQUIRED', $lines[2], 'with descriptors back, the lock connects');
+    }
+
     public function testBadArgumentsAndUnusableDrivers(): void
     {
         try {

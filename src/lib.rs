@@ -8,7 +8,7 @@ pub mod lock;
 mod php;
 
 use ext_php_rs::prelude::*;
-use php::startup;
+use php::lifecycle::{self, startup};
 
 #[php_module]
 #[php(startup = "startup")]
@@ -20,7 +20,7 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .class::<php::database::Database>()
         .class::<php::guard::Guard>()
         .function(php::guard::cron_guard_function())
-        .request_startup_function(php::request_startup)
-        .request_shutdown_function(php::request_shutdown)
+        .request_startup_function(lifecycle::request_startup)
+        .request_shutdown_function(lifecycle::request_shutdown)
         .info_function(php::info::module_info)
 }

@@ -35,14 +35,24 @@
 //!   costs no open/close; it is reused only while the path still names its
 //!   file and that file passes the checks of a fresh open, and it is
 //!   re-checked like any other after locking;
-//! - release and drop act only in the process that acquired: a `fork()` child
-//!   cannot free the parent's lock, and its copy of the descriptor is detached
-//!   at fork time, so it cannot keep the lock alive either.
+//! - release and drop act only in the process that acquired (`lock::owner`):
+//!   a `fork()` child cannot free the parent's lock, and its copy of the
+//!   descriptor is detached at fork time, so it cannot keep the lock alive
+//!   either.
+//!
+//! The holder record's format is in `file/record.rs`; the registry of this
+//! thread's holds in `lock::registry`.
 
+mod record;
+
+use super::owner::{current_pid, Owner};
+use super::registry::{ObjectId, Registry};
 use super::sys::{self, FileId};
 use super::{Refusal, Wait};
 use crate::error::{Error, Result};
-use std::cell::{Cell, RefCell};
+use record::{current_record, holds_only_a_record_or_nothing, read_at_most};
+pub use record::{parse_record_pid, RECORD_LEN};
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -50,11 +60,8 @@ use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-/// Size of the holder record: fixed, so rewriting it never changes the size.
-const RECORD_LEN: usize = 128;
-const RECORD_MAGIC: &[u8] = b"cronlock pid=";
 /// How many unlocked descriptors of dropped locks a thread keeps for reuse.
 const IDLE_MAX: usize = 8;
 /// Longest pause between two tries of a wait; bounds the hand-off latency
@@ -93,13 +100,13 @@ struct Handle {
     file: File,
     id: FileId,
     writable: bool,
-    opened_by: u32,
+    opened_by: Owner,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
         // A fork child's registry is a copy nobody reads; leave it alone.
-        if self.opened_by == sys::current_pid() {
+        if self.opened_by.is_this_process() {
             sys::untrack_fd(self.file.as_raw_fd());
         }
     }
@@ -112,25 +119,16 @@ impl Drop for Handle {
 struct HeldFile {
     id: FileId,
     shared: bool,
-    owner: u64,
-    pid: u32,
 }
 
 thread_local! {
-    /// Per thread: a ZTS thread may legitimately wait for another thread.
-    static HELD: RefCell<Vec<HeldFile>> = const { RefCell::new(Vec::new()) };
-    static NEXT_OWNER: Cell<u64> = const { Cell::new(1) };
+    static HELD: Registry<HeldFile> = const { Registry::new() };
 }
 
 /// Whether another object of this thread holds `id` in a mode that excludes
 /// `shared` (readers do not exclude readers).
-fn held_by_another_object(id: FileId, shared: bool, me: u64) -> bool {
-    let pid = sys::current_pid();
-    HELD.with(|held| {
-        held.borrow()
-            .iter()
-            .any(|h| h.owner != me && h.pid == pid && h.id.same_file(&id) && !(h.shared && shared))
-    })
+fn held_by_another_object(id: FileId, shared: bool, me: ObjectId) -> bool {
+    HELD.with(|held| held.held_by_another(me, |h| h.id.same_file(&id) && !(h.shared && shared)))
 }
 
 #[derive(Debug)]
@@ -140,10 +138,10 @@ pub struct FileLock {
     options: FileOptions,
     /// Dropped by hand: `Drop` gives it to the idle cache instead.
     handle: ManuallyDrop<Handle>,
-    /// Pid of the process that holds the lock through this object.
-    held_by: Option<u32>,
-    /// This object's key in the thread's [`HELD`] registry.
-    owner: u64,
+    /// The process that holds the lock through this object.
+    held_by: Option<Owner>,
+    /// This object in the thread's [`HELD`] registry.
+    object: ObjectId,
     /// Why the last `acquire` returned false.
     refusal: Option<Refusal>,
 }
@@ -179,7 +177,7 @@ impl FileLock {
             options,
             handle: ManuallyDrop::new(handle),
             held_by: None,
-            owner: NEXT_OWNER.with(|next| next.replace(next.get() + 1)),
+            object: ObjectId::next(),
             refusal: None,
         })
     }
@@ -205,11 +203,10 @@ impl FileLock {
     /// cannot be reopened after it was replaced.
     pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
         self.refusal = None;
-        let me = sys::current_pid();
-        if self.held_by == Some(me) {
+        if self.is_held() {
             return self.confirm_hold();
         }
-        if self.handle.opened_by != me {
+        if !self.handle.opened_by.is_this_process() {
             // A fork child: its descriptor was detached; open its own.
             self.reopen()?;
         }
@@ -217,21 +214,22 @@ impl FileLock {
         let started = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {
-            if held_by_another_object(self.handle.id, self.options.shared, self.owner) {
+            if held_by_another_object(self.handle.id, self.options.shared, self.object) {
                 if wait == Wait::Once {
                     return Ok(self.refuse(Refusal::HeldByThisThread));
                 }
                 return Err(Error::Lock(format!(
-                    "lock file {} is already held by this process (pid {me}) through another \
+                    "lock file {} is already held by this process (pid {}) through another \
                      CronLock\\File object; waiting for it would deadlock",
-                    super::shorten(&self.path.display().to_string())
+                    super::shorten(&self.path.display().to_string()),
+                    current_pid()
                 )));
             }
             let locked = sys::try_flock(&self.handle.file, self.options.shared)
                 .map_err(|e| self.os_error("cannot lock", &e))?;
             if locked {
                 if self.still_named_by_path()? {
-                    self.held_by = Some(me);
+                    self.held_by = Some(Owner::this_process());
                     self.register_hold();
                     self.write_record();
                     return Ok(true);
@@ -298,7 +296,7 @@ impl FileLock {
     ///
     /// [`Error::Lock`] if flock(LOCK_UN) fails (it does not on a valid fd).
     pub fn release(&mut self) -> Result<bool> {
-        if self.held_by != Some(sys::current_pid()) {
+        if !self.is_held() {
             return Ok(false);
         }
         self.held_by = None;
@@ -310,21 +308,19 @@ impl FileLock {
     /// What this object believes (no syscall): see [`FileLock::renew`] for
     /// whether the path still names the file.
     pub fn is_held(&self) -> bool {
-        self.held_by == Some(sys::current_pid())
+        self.held_by.is_some_and(Owner::is_this_process)
     }
 
     fn register_hold(&self) {
         let entry = HeldFile {
             id: self.handle.id,
             shared: self.options.shared,
-            owner: self.owner,
-            pid: sys::current_pid(),
         };
-        HELD.with(|held| held.borrow_mut().push(entry));
+        HELD.with(|held| held.register(self.object, entry));
     }
 
     fn unregister_hold(&self) {
-        HELD.with(|held| held.borrow_mut().retain(|h| h.owner != self.owner));
+        let _ = HELD.try_with(|held| held.unregister(self.object));
     }
 
     /// The pid of a process holding the lock now, whoever it is; `None`
@@ -406,20 +402,6 @@ impl FileLock {
     }
 }
 
-/// Whether the file is empty or holds exactly one holder record (and so is
-/// ours to overwrite).
-fn holds_only_a_record_or_nothing(file: &File) -> bool {
-    match sys::file_size(file) {
-        Ok(0) => true,
-        Ok(len) if len == RECORD_LEN as u64 => {
-            let mut record = [0u8; RECORD_LEN];
-            read_at_most(file, &mut record).is_ok_and(|n| n == RECORD_LEN)
-                && parse_record(&record).is_some()
-        }
-        _ => false,
-    }
-}
-
 impl Drop for FileLock {
     fn drop(&mut self) {
         // Closing alone would not release while a fork child shares the open
@@ -427,7 +409,7 @@ impl Drop for FileLock {
         let released = self.release().is_ok();
         // SAFETY: taken once, here, and `self.handle` is not used again.
         let handle = unsafe { ManuallyDrop::take(&mut self.handle) };
-        if released && handle.opened_by == sys::current_pid() {
+        if released && handle.opened_by.is_this_process() {
             keep_idle(self.c_path.clone(), self.options, handle);
         }
     }
@@ -450,11 +432,10 @@ thread_local! {
 }
 
 fn take_idle(c_path: &CString, options: &FileOptions) -> Option<Handle> {
-    let me = sys::current_pid();
     IDLE.with(|idle| {
         let mut idle = idle.borrow_mut();
         // A fork child's copies were detached at fork; they are not files.
-        idle.retain(|entry| entry.handle.opened_by == me);
+        idle.retain(|entry| entry.handle.opened_by.is_this_process());
         let at = idle
             .iter()
             .rposition(|entry| entry.c_path == *c_path && entry.options == *options)?;
@@ -494,24 +475,6 @@ fn keep_idle(c_path: CString, options: FileOptions, handle: Handle) {
     });
 }
 
-/// The holder record of this process now, formatted once per second.
-fn current_record() -> [u8; RECORD_LEN] {
-    thread_local! {
-        static LAST: RefCell<(u32, u64, [u8; RECORD_LEN])> =
-            const { RefCell::new((0, 0, [0; RECORD_LEN])) };
-    }
-    let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let pid = sys::current_pid();
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
-        if last.0 != pid || last.1 != secs {
-            *last = (pid, secs, format_record(pid, sys::hostname(), now));
-        }
-        last.2
-    })
-}
-
 fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<Handle> {
     let fail = |what: &str, e: &io::Error| {
         Error::Lock(format!(
@@ -542,7 +505,7 @@ fn open_handle(path: &Path, c_path: &CString, options: &FileOptions) -> Result<H
         file,
         id,
         writable,
-        opened_by: sys::current_pid(),
+        opened_by: Owner::this_process(),
     })
 }
 
@@ -574,90 +537,6 @@ fn refuse_foreign_file_in_shared_dir(path: &Path, id: FileId) -> Result<()> {
         id.uid,
         dir.display()
     )))
-}
-
-fn read_at_most(file: &File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read_at(&mut buf[filled..], filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
-/// `cronlock pid=4242 host=web1 since=2026-11-30T14:50:00Z`, space-padded
-/// to [`RECORD_LEN`] with a final newline, so `cat` shows it plainly.
-fn format_record(pid: u32, host: &str, now: SystemTime) -> [u8; RECORD_LEN] {
-    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let host: String = host
-        .chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(64)
-        .collect();
-    let text = format!("cronlock pid={pid} host={host} since={}", iso8601_utc(secs));
-    let mut record = [b' '; RECORD_LEN];
-    let len = text.len().min(RECORD_LEN - 1);
-    record[..len].copy_from_slice(&text.as_bytes()[..len]);
-    record[RECORD_LEN - 1] = b'\n';
-    record
-}
-
-/// The pid of a holder record, `None` unless `record` has exactly the shape
-/// [`format_record`] writes: anything else (however close) is someone's
-/// data, never ours to overwrite or to believe.
-fn parse_record_pid(record: &[u8]) -> Option<u32> {
-    parse_record(record).filter(|&pid| pid != 0)
-}
-
-fn parse_record(record: &[u8]) -> Option<u32> {
-    let text = record
-        .strip_suffix(b"\n")
-        .filter(|_| record.len() == RECORD_LEN)?;
-    let used = text.iter().rposition(|&b| b != b' ').map_or(0, |at| at + 1);
-    let rest = text[..used].strip_prefix(RECORD_MAGIC)?;
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    let pid = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-    let rest = rest[digits..].strip_prefix(b" host=")?;
-    let host = rest.iter().take_while(|b| b.is_ascii_graphic()).count();
-    if host > 64 {
-        return None;
-    }
-    let since = rest[host..].strip_prefix(b" since=")?;
-    is_iso8601_utc(since).then_some(pid)
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ`, as [`iso8601_utc`] writes it.
-fn is_iso8601_utc(text: &[u8]) -> bool {
-    const SHAPE: &[u8; 20] = b"dddd-dd-ddTdd:dd:ddZ";
-    text.len() == SHAPE.len()
-        && text.iter().zip(SHAPE).all(|(&b, &shape)| match shape {
-            b'd' => b.is_ascii_digit(),
-            _ => b == shape,
-        })
-}
-
-/// Civil date from days since 1970 (Howard Hinnant's algorithm).
-fn iso8601_utc(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]
@@ -1105,23 +984,6 @@ mod tests {
             "parent still holds"
         );
         assert!(lock.is_held());
-    }
-
-    #[test]
-    fn record_round_trips_and_dates_are_civil() {
-        let rec = format_record(
-            4242,
-            "web1",
-            UNIX_EPOCH + Duration::from_secs(1_764_514_200),
-        );
-        assert_eq!(parse_record_pid(&rec), Some(4242));
-        assert!(std::str::from_utf8(&rec)
-            .unwrap()
-            .contains("since=2025-11-30T14:50:00Z"));
-        assert_eq!(iso8601_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso8601_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(parse_record_pid(b"hello"), None);
-        assert_eq!(parse_record_pid(&rec[..RECORD_LEN - 1]), None);
     }
 
     /// Files of the record's size that start like one, but are not exactly

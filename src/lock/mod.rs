@@ -3,9 +3,15 @@
 
 pub mod database;
 pub mod dirs;
+pub mod escape;
 pub mod file;
+pub mod named;
+pub mod owner;
 pub mod redis;
+pub mod registry;
 mod sys;
+
+pub use escape::{one_line, shorten};
 
 use crate::error::{Error, Result};
 use std::sync::OnceLock;
@@ -39,30 +45,6 @@ pub enum Refusal {
     /// This object held the lock and found it lost (File: the path no
     /// longer names the locked file).
     Lost,
-}
-
-/// Longest user-supplied name (key, path, lock name) a message echoes.
-const MAX_ECHOED_CHARS: usize = 200;
-
-/// `name` as messages echo it: cut to 200 characters, with "…" appended
-/// when cut, so a 1 MB key does not become a 1 MB log line, and with its
-/// control characters escaped (`\n`, `\u{0}`), so that a name or path with
-/// a line break (a trailing newline from a config generator) cannot split
-/// one error into several log lines.
-pub fn shorten(name: &str) -> String {
-    let mut shown = String::with_capacity(name.len().min(4 * MAX_ECHOED_CHARS));
-    for (count, c) in name.chars().enumerate() {
-        if count == MAX_ECHOED_CHARS {
-            shown.push('…');
-            break;
-        }
-        if c.is_control() {
-            shown.extend(c.escape_default());
-        } else {
-            shown.push(c);
-        }
-    }
-    shown
 }
 
 /// How long `acquire` may wait, from the PHP `$timeout` argument.
@@ -112,29 +94,6 @@ impl Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn long_names_are_cut_to_200_characters() {
-        assert_eq!(shorten("short"), "short");
-        let exact = "é".repeat(200);
-        assert_eq!(shorten(&exact), exact);
-        let long = "k".repeat(1 << 20);
-        let cut = shorten(&long);
-        assert_eq!(cut.chars().count(), 201);
-        assert!(cut.ends_with("k…"));
-    }
-
-    #[test]
-    fn control_characters_are_escaped_and_the_rest_kept() {
-        assert_eq!(shorten("/srv/locks\n/job.lock"), "/srv/locks\\n/job.lock");
-        assert_eq!(
-            shorten("a\tb\r\u{0}\u{1b}\u{7f}\u{85}"),
-            "a\\tb\\r\\u{0}\\u{1b}\\u{7f}\\u{85}"
-        );
-        assert_eq!(shorten("é 'quoted' \\"), "é 'quoted' \\");
-        let cut = shorten(&"\n".repeat(300));
-        assert_eq!(cut, format!("{}…", "\\n".repeat(200)));
-    }
 
     #[test]
     fn timeout_signs_map_to_wait_modes() {

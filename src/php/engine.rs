@@ -139,22 +139,10 @@ pub fn ini_set_for_now(name: &str, value: &str) -> Option<String> {
 /// line breaks) are escaped: the names, paths, holders and messages in it
 /// come from users or servers, and must not start a line of their own.
 pub fn error_log(message: &str) {
-    let line = one_line(message);
+    let line = crate::lock::one_line(message);
     if let Ok(error_log) = ZendCallable::try_from_name("error_log") {
         let _: Option<Zval> = error_log.try_call(vec![&line]).ok();
     }
-}
-
-fn one_line(text: &str) -> String {
-    let mut line = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
-            line.extend(c.escape_default());
-        } else {
-            line.push(c);
-        }
-    }
-    line
 }
 
 /// The standard ini table of `phpinfo()`: each `cronlock.*` setting with its

@@ -2,9 +2,10 @@
 
 use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
+use super::native::{Acquired, NativeLock};
 use super::options::Options;
 use crate::lock::file::{FileLock, FileOptions};
-use crate::lock::Wait;
+use crate::lock::{shorten, Wait};
 use ext_php_rs::binary::Binary;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
@@ -92,17 +93,31 @@ impl File {
         super::note_lock_object();
         File { lock }
     }
+}
 
-    pub fn lock(&self) -> &FileLock {
-        &self.lock
+impl NativeLock for File {
+    fn held(&self) -> bool {
+        self.lock.is_held()
     }
 
-    pub fn lock_mut(&mut self) -> &mut FileLock {
-        &mut self.lock
+    fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<Acquired> {
+        Ok(if self.lock.acquire(wait)? {
+            Acquired::Yes
+        } else {
+            Acquired::No(self.lock.refusal())
+        })
     }
 
-    /// For the request-shutdown sweep; errors have nowhere to go there.
-    pub fn release_leftover(&mut self) {
+    fn describe(&self) -> String {
+        shorten(&self.lock.path().display().to_string())
+    }
+
+    fn busy_holder(&self) -> Option<String> {
+        let pid = self.lock.holder_pid().ok().flatten()?;
+        Some(format!("pid {pid}"))
+    }
+
+    fn release_leftover(&mut self) {
         let _ = self.lock.release();
     }
 }

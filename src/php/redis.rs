@@ -206,3 +206,46 @@ impl Redis {
         let _ = self.lock.release();
     }
 }
+
+/// For `cron_guard()` (see `native.rs`).
+impl super::native::NativeLock for Redis {
+    fn held(&self) -> bool {
+        self.lock().is_held()
+    }
+
+    fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<super::native::Acquired> {
+        use super::native::Acquired;
+        use crate::lock::Refusal;
+        Ok(if self.lock_mut().acquire(wait)? {
+            Acquired::Yes
+        } else {
+            // Its wait gives up when the interrupt flag is set, and no PHP
+            // code has run since to clear it.
+            Acquired::No(if crate::lock::interrupted() {
+                Some(Refusal::Interrupted)
+            } else if self.lock().busy_in_this_process() {
+                Some(Refusal::HeldByThisThread)
+            } else {
+                None
+            })
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.lock().describe()
+    }
+
+    fn busy_holder(&self) -> Option<String> {
+        let (pid, host) = self.lock().last_holder()?;
+        Some(format!("pid {pid} on {}", crate::lock::shorten(host)))
+    }
+
+    fn set_once_per(&mut self, period: Option<Duration>) -> bool {
+        self.lock_mut().set_once_per(period);
+        true
+    }
+
+    fn release_leftover(&mut self) {
+        Redis::release_leftover(self);
+    }
+}

@@ -1,0 +1,147 @@
+//! MySQL and MariaDB: `GET_LOCK()`, a named lock of the session.
+//!
+//! The traps this closes:
+//! - a wait is `GET_LOCK(name, slice)` slices of at most 100 ms, so PHP
+//!   signal handlers run during it; GET_LOCK's NULL (the statement was
+//!   killed) is an error, never "busy";
+//! - a session is asked whether it still holds the lock with
+//!   `IS_USED_LOCK(name) = CONNECTION_ID()`: a lock of another session of
+//!   the same name is not ours;
+//! - mysqlnd leaves its socket inheritable: on the user's PDO, the socket of
+//!   the session is found (our own process-list row's client port over
+//!   TCP, the server's `@@socket` as the peer over its Unix socket) and
+//!   made close-on-exec, so a program the job exec()s cannot keep the
+//!   session, and the lock, alive after the job is killed;
+//! - a connection of the lock's own outlives `wait_timeout` (often
+//!   60-300 s on shared hosts) while the job leaves it idle.
+
+use super::dialect::{Dialect, Query, Slices, Waited};
+use super::errors::SqlError;
+use super::names::{mysql_lock_name, Target};
+use super::session::{Session, Value};
+use crate::lock::shorten;
+use crate::lock::sys;
+
+#[derive(Debug)]
+pub struct MySql;
+
+impl Dialect for MySql {
+    fn driver(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn product(&self) -> &'static str {
+        "MySQL/MariaDB"
+    }
+
+    fn target(&self, name: &str) -> Target {
+        let server_name = mysql_lock_name(name.as_bytes());
+        let shown =
+            (server_name != name).then(|| format!("GET_LOCK name '{}'", shorten(&server_name)));
+        Target::new(server_name, shown)
+    }
+
+    fn session_info_sql(&self) -> &'static str {
+        // Our own process-list row needs no privilege: its HOST has the
+        // client port, which names the socket of a user's PDO.
+        "SELECT CONCAT(@@hostname, ':', @@port), CONNECTION_ID(), \
+         (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()), \
+         @@socket"
+    }
+
+    fn protect_users_connection(&self, row: &[Value]) {
+        // Over TCP our own process-list row names the client port; over the
+        // server's Unix socket (HOST 'localhost') the socket is found by its
+        // peer, the server's @@socket.
+        let host = row.get(2).and_then(Value::text).unwrap_or_default();
+        if let Some(port) = host
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse::<u16>().ok())
+        {
+            sys::close_on_exec_sockets(sys::SocketMatch::LocalPort(port));
+        } else if let Some(socket) = row.get(3).and_then(Value::text).filter(|s| !s.is_empty()) {
+            sys::close_on_exec_sockets(sys::SocketMatch::UnixPeer(std::path::Path::new(&socket)));
+        }
+    }
+
+    fn try_lock_sql(&self) -> &'static str {
+        "SELECT GET_LOCK(?, 0)"
+    }
+
+    fn wait(&self, session: &mut dyn Session, target: &Target, slices: &mut dyn Slices) -> Waited {
+        loop {
+            let Some(slice) = slices.next(session) else {
+                return Waited::NotGranted;
+            };
+            let seconds = format!("{:.3}", slice.as_secs_f64());
+            match session.wait_query("SELECT GET_LOCK(?, ?)", &[target.param(), &seconds], slice) {
+                Ok(row) => match row.first().and_then(Value::int) {
+                    Some(1) => return Waited::Granted,
+                    Some(0) => {}
+                    _ => return Waited::Null,
+                },
+                Err(err) => return Waited::Failed(err),
+            }
+        }
+    }
+
+    fn unlock_sql(&self) -> &'static str {
+        "SELECT RELEASE_LOCK(?)"
+    }
+
+    fn held_by_this_session(&self, target: &Target) -> Query {
+        Query::new(
+            "SELECT IS_USED_LOCK(?) = CONNECTION_ID()",
+            vec![target.param().to_owned()],
+        )
+    }
+
+    fn granted_before_abandon(&self, target: &Target) -> Option<Query> {
+        Some(self.held_by_this_session(target))
+    }
+
+    fn holder(&self, target: &Target) -> Query {
+        Query::new(
+            "SELECT l.id, CONCAT(p.USER, '@', p.HOST), NULL FROM (SELECT IS_USED_LOCK(?) AS id) l \
+             LEFT JOIN information_schema.PROCESSLIST p ON p.ID = l.id",
+            vec![target.param().to_owned()],
+        )
+    }
+
+    fn holder_session(&self, id: i64) -> String {
+        format!("MySQL connection {id}")
+    }
+
+    fn lost_connection(&self, err: &SqlError) -> bool {
+        // 2006 gone away, 2013 lost during query, 2055 lost at reading,
+        // 1927 connection killed (MariaDB), 1053 server shutdown,
+        // 4031 disconnected for inactivity (MySQL 8).
+        matches!(err.code, Some(2006 | 2013 | 2055 | 1927 | 1053 | 4031))
+    }
+
+    fn release_advice(&self, err: &SqlError) -> Option<&'static str> {
+        // 2014: "Cannot execute queries while other unbuffered queries
+        // are active" (the driver's words carry no code of their own).
+        (err.code == Some(2014) || err.message.contains("unbuffered queries")).then_some(
+            "fetch the rest of the open result set or close it ($statement->closeCursor())",
+        )
+    }
+
+    fn lost_connection_error(&self, message: String) -> SqlError {
+        // 2013: CR_SERVER_LOST, "Lost connection to server during query".
+        SqlError {
+            sqlstate: "HY000".to_owned(),
+            code: Some(2013),
+            message,
+            connecting: false,
+        }
+    }
+
+    fn own_connection_setup(&self, _application: &str) -> Vec<Query> {
+        // 31536000 s (a year) is the largest value MySQL and MariaDB accept.
+        vec![Query::new(
+            "SET SESSION wait_timeout = 31536000",
+            Vec::new(),
+        )]
+    }
+}

@@ -1,0 +1,62 @@
+//! [`NativeLock`]: what `cron_guard()` and the request's end need of the
+//! lock classes of this extension, so that they have one native branch and
+//! one userland branch. Each class implements it beside its PHP methods;
+//! `lock_classes.rs` tells which class a PHP object is.
+//!
+//! The traps this closes:
+//! - a native lock is asked and acquired directly, not through a PHP call:
+//!   a PHP call runs a pending signal handler as it returns (and clears the
+//!   engine's interrupt flag), after which an interrupted wait could no
+//!   longer be told from contention;
+//! - releasing at the request's end (or after a fatal error) runs no PHP
+//!   code, which is unsafe while a fatal error unwinds;
+//! - a lock that cannot tell who holds it, or has no TTL for `'once_per'`,
+//!   says so through the defaults instead of guessing.
+
+use crate::lock::{Refusal, Wait};
+use ext_php_rs::prelude::*;
+use std::time::Duration;
+
+/// How `acquire()` ended, for `cron_guard()`.
+pub enum Acquired {
+    Yes,
+    /// Busy; why, when the lock can tell.
+    No(Option<Refusal>),
+    /// acquire() threw (or a signal handler did): the exception is pending
+    /// and propagates.
+    Threw,
+}
+
+/// A lock class of this extension, as `cron_guard()` uses it.
+pub trait NativeLock {
+    /// `isHeld()`.
+    fn held(&self) -> bool;
+
+    /// `acquire()` with the wait of `cron_guard()`'s `'wait'`.
+    ///
+    /// # Errors
+    ///
+    /// The lock's own exception (a backend failure is never busy).
+    fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<Acquired>;
+
+    /// How messages name the lock: its path, key, or name and server.
+    fn describe(&self) -> String;
+
+    /// Who holds the lock, for the busy line (`pid 41327`, `MySQL
+    /// connection 12 from cron@web1`); `None` when it cannot tell.
+    fn busy_holder(&self) -> Option<String> {
+        None
+    }
+
+    /// `'once_per'`: puts the lock into (`Some`) or out of once-per-window
+    /// mode for the next acquire; false when the lock has no TTL to leave
+    /// behind at the window's end.
+    fn set_once_per(&mut self, period: Option<Duration>) -> bool {
+        let _ = period;
+        false
+    }
+
+    /// Releases what this object holds, running no PHP code; errors have
+    /// nowhere to go there.
+    fn release_leftover(&mut self);
+}
