@@ -177,6 +177,13 @@ trait FileTestHelpers
         return $c['code'];
     }
 
+    /** What $h printed on stdout so far; never blocks. */
+    protected function commandOutput(int $h): string
+    {
+        $this->drainCommand($h);
+        return $this->helperCommands[$h]['out'];
+    }
+
     /**
      * Wait for $h to exit (SIGKILL after $timeout); returns [exit code, stdout, stderr].
      *

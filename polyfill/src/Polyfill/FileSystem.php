@@ -352,6 +352,10 @@ final class FileSystem
             'ENOENT' => [2, 'No such file or directory'],
             'EEXIST' => [17, 'File exists'],
             'EACCES' => [13, 'Permission denied'],
+            'EPERM' => [1, 'Operation not permitted'],
+            'EROFS' => [30, 'Read-only file system'],
+            'ENOSPC' => [28, 'No space left on device'],
+            'EDQUOT' => [122, 'Disk quota exceeded'],
         ];
         list($errno, $words) = $errors[$name];
         if (PHP_OS === 'Linux' && function_exists('posix_strerror')) {
