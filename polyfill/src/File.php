@@ -121,7 +121,10 @@ final class File implements Lock, \Serializable
                 if ($this->pathNamesOurFile()) {
                     $this->heldBy = $me;
                     Registry::hold($this->lockId(), $owner, $this->shared);
-                    $this->writeRecord();
+                    $unwritten = $this->writeRecord();
+                    if ($unwritten !== null) {
+                        $this->warnUnwritten($unwritten);
+                    }
                     return true;
                 }
                 // Unlinked or replaced while we waited: that inode excludes
@@ -280,14 +283,50 @@ final class File implements Lock, \Serializable
      * exactly one holder line: whatever was written into it since (in place,
      * by anyone) is never overwritten.
      */
-    private function writeRecord()
+    private function writeRecord(): ?string
     {
         if ($this->shared || !$this->id['writable'] || !$this->holdsOnlyARecordOrNothing()) {
-            return;
+            return null;
         }
         fseek($this->handle, 0);
-        @fwrite($this->handle, self::record(Process::pid(), Process::hostname(), time()));
-        fflush($this->handle);
+        $record = self::record(Process::pid(), Process::hostname(), time());
+        // PHP's notice is the only place that names the OS error; caught here,
+        // as error_get_last() misses it behind a user's error handler
+        $notice = null;
+        set_error_handler(function (int $type, string $message) use (&$notice): bool {
+            $notice = $message;
+            return true;
+        });
+        try {
+            $written = fwrite($this->handle, $record);
+            $flushed = fflush($this->handle);
+        } finally {
+            restore_error_handler();
+        }
+        if ($written === strlen($record) && $flushed) {
+            return null;
+        }
+        // "fwrite(): Write of 128 bytes failed with errno=28 No space left on device"
+        if ($notice !== null && preg_match('/errno=\d+ (.+)$/', $notice, $m) === 1) {
+            return $m[1];
+        }
+        return $notice === null ? 'unknown error' : $notice;
+    }
+
+    /**
+     * The extension's E_WARNING (userland can raise E_USER_WARNING only) for
+     * a holder line that could not be written; the lock is kept. An error
+     * handler that turns it into an exception gets the hold given back, as
+     * its caller never learns it was taken.
+     */
+    private function warnUnwritten(string $reason)
+    {
+        try {
+            trigger_error('cronlock: lock file ' . Args::cut($this->path) . " is held, but its holder line could not be written: $reason", E_USER_WARNING);
+        } catch (\Throwable $e) {
+            $this->release();
+            throw $e;
+        }
     }
 
     private function holdsOnlyARecordOrNothing(): bool

@@ -197,9 +197,9 @@ fn ask_is_held(lock: &Zval) -> PhpResult<Option<bool>> {
 fn acquire(lock: &mut Zval, wait: f64, wait_arg: &str) -> PhpResult<Acquired> {
     let object = lock.object_mut();
     if let Some(file) = object.and_then(ZendClassObject::<File>::from_zend_obj_mut) {
-        let got = file
-            .lock_mut()
-            .acquire(Wait::from_seconds(wait_arg, wait)?)?;
+        let Some(got) = file.acquire_and_warn(Wait::from_seconds(wait_arg, wait)?)? else {
+            return Ok(Acquired::Threw);
+        };
         return Ok(if got {
             Acquired::Yes
         } else {
