@@ -30,6 +30,10 @@ use PHPUnit\Framework\Assert;
  * bound back, so the children still see their scripts and the test sees
  * what they write there.
  *
+ * $hide names top-level directories (`/tmp`, `/run`) the children must not
+ * see at all: they then run chrooted into a copy of the root directory made
+ * of bind mounts of every other top-level entry (a host without /tmp).
+ *
  * Needs root, unshare(1), nsenter(1) and mount(8): without them the test
  * is skipped with that reason (what the machine lacks, never what is on it).
  */
@@ -41,17 +45,24 @@ final class MountNamespace
     private array $pipes;
     private int $pid;
     private int $ownerPid;
+    /** The root the children are chrooted into when directories are hidden. */
+    private ?string $root = null;
 
     /**
      * @param array<string, array{mode?: int, readonly?: bool, size?: string, inodes?: int}> $places
      *        absolute path => options of its fresh tmpfs (default mode 0755, size 16m;
      *        read-only is applied after every mount and bind is in place)
      * @param list<string> $keep host directories under those places to bind back
+     * @param list<string> $hide top-level directories the children do not see
      */
-    public static function start(array $places, array $keep = []): self
+    public static function start(array $places, array $keep = [], array $hide = []): self
     {
         self::skipUnlessAvailable();
+        $root = $hide === [] ? null : RedisServer::makeTempDir('mountns-root');
         $script = self::setupScript($places, array_merge($keep, self::scratchDirs()));
+        if ($root !== null) {
+            $script = str_replace("echo READY\n", self::rootScript($root, $hide) . "echo READY\n", $script);
+        }
         $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']];
         // unshare execs the shell: the pid proc_open reports is the namespace's first process
         $proc = proc_open(['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-euc', $script], $spec, $pipes);
@@ -63,6 +74,7 @@ final class MountNamespace
         $self->pipes = $pipes;
         $self->pid = proc_get_status($proc)['pid'];
         $self->ownerPid = getmypid();
+        $self->root = $root;
         $self->waitUntilReady($script);
         return $self;
     }
@@ -92,7 +104,9 @@ final class MountNamespace
     {
         // --root: the first process's root, not the namespace's (inside a chroot,
         // as scripts/compat runs the suite, they differ)
-        return ['nsenter', '--target', (string) $this->pid, '--mount', '--root', '--wdns=' . ($cwd ?? (string) getcwd()), '--', ...$cmd];
+        $enter = ['nsenter', '--target', (string) $this->pid, '--mount', '--root', '--wdns=' . ($cwd ?? (string) getcwd()), '--'];
+        // chroot(8) starts the command in the new root's /
+        return $this->root === null ? [...$enter, ...$cmd] : [...$enter, 'chroot', $this->root, ...$cmd];
     }
 
     /**
@@ -154,6 +168,9 @@ final class MountNamespace
             usleep(5_000);
         }
         proc_close($this->proc);
+        if ($this->root !== null) {
+            @rmdir($this->root); // only ever a mount point in the namespace: empty here
+        }
     }
 
     public function __destruct()
@@ -224,6 +241,34 @@ final class MountNamespace
         }
         $lines[] = 'echo READY';
         $lines[] = 'read _ || true'; // until stop() (or the end of this test process) closes our stdin
+        return implode("\n", $lines) . "\n";
+    }
+
+    /**
+     * The lines that make $root a copy of / without $hide: a tmpfs with a
+     * bind mount of each other top-level directory (recursive, so the fresh
+     * places under it count; not for the one that holds $root itself) and
+     * each top-level symlink (/bin -> usr/bin) as it is.
+     *
+     * @param list<string> $hide
+     */
+    private static function rootScript(string $root, array $hide): string
+    {
+        $hidden = array_map(static fn (string $dir): string => trim($dir, '/'), $hide);
+        $lines = ['mount -t tmpfs -o mode=0755,size=1m cronlock-test-root ' . escapeshellarg($root)];
+        foreach (scandir('/') ?: [] as $entry) {
+            if ($entry === '.' || $entry === '..' || in_array($entry, $hidden, true)) {
+                continue;
+            }
+            $to = escapeshellarg("$root/$entry");
+            if (is_link("/$entry")) {
+                $lines[] = 'ln -s ' . escapeshellarg((string) readlink("/$entry")) . " $to";
+            } elseif (is_dir("/$entry")) {
+                $holdsRoot = strpos("$root/", "/$entry/") === 0;
+                $lines[] = "mkdir $to";
+                $lines[] = 'mount --no-canonicalize ' . ($holdsRoot ? '--bind' : '--rbind') . ' ' . escapeshellarg("/$entry") . " $to";
+            }
+        }
         return implode("\n", $lines) . "\n";
     }
 

@@ -290,27 +290,11 @@ final class File implements Lock, \Serializable
         }
         fseek($this->handle, 0);
         $record = self::record(Process::pid(), Process::hostname(), time());
-        // PHP's notice is the only place that names the OS error; caught here,
-        // as error_get_last() misses it behind a user's error handler
-        $notice = null;
-        set_error_handler(function (int $type, string $message) use (&$notice): bool {
-            $notice = $message;
-            return true;
+        // PHP's notice is the only place that names the OS error
+        list($written, $reason) = FileSystem::withReason(function () use ($record) {
+            return fwrite($this->handle, $record) === strlen($record) && fflush($this->handle);
         });
-        try {
-            $written = fwrite($this->handle, $record);
-            $flushed = fflush($this->handle);
-        } finally {
-            restore_error_handler();
-        }
-        if ($written === strlen($record) && $flushed) {
-            return null;
-        }
-        // "fwrite(): Write of 128 bytes failed with errno=28 No space left on device"
-        if ($notice !== null && preg_match('/errno=\d+ (.+)$/', $notice, $m) === 1) {
-            return $m[1];
-        }
-        return $notice === null ? 'unknown error' : $notice;
+        return $written ? null : ($reason === null ? 'unknown error' : $reason);
     }
 
     /**

@@ -35,10 +35,16 @@ final class LockDir
             return [$dir, 0644]; // shared on purpose by whoever set it
         }
         $dir = self::defaultDir();
-        if (!is_dir($dir) && !@mkdir($dir, 0700) && !is_dir($dir)) {
-            throw self::cannotCreate($dir, FileSystem::lastReason());
+        if (!is_dir($dir)) {
+            list($made, $reason) = FileSystem::withReason(function () use ($dir) {
+                return mkdir($dir, 0700);
+            });
+            if ($made) {
+                @chmod($dir, 0700); // exactly 0700, whatever the umask
+            } elseif (@lstat($dir) === false) { // else something is there already (EEXIST): checked below
+                throw self::cannotCreate($dir, $reason === null ? 'unknown error' : $reason);
+            }
         }
-        @chmod($dir, 0700); // exactly 0700, whatever the umask (a no-op on a directory of another user's)
         self::checkPrivateDir($dir);
         return [$dir, 0600];
     }
@@ -106,7 +112,9 @@ final class LockDir
         clearstatcache(true, $dir);
         $st = @lstat($dir);
         if ($st === false) {
-            throw self::refusal($dir, 'cannot be examined: ' . FileSystem::lastReason(), self::SET_ANOTHER);
+            // PHP's lstat() names no reason; the likely one is a parent we may not search
+            $reason = is_executable(dirname($dir)) ? 'unknown error' : FileSystem::osError('EACCES');
+            throw self::refusal($dir, "cannot be examined: $reason", self::SET_ANOTHER);
         }
         if (($st['mode'] & 0170000) !== 0040000) {
             throw self::refusal($dir, 'is not a directory', 'remove it (cronlock recreates it) or ' . self::SET_ANOTHER);
