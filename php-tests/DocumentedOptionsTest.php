@@ -233,8 +233,9 @@ final class DocumentedOptionsTest extends TestCase
             self::assertSame($lock->token(), $master->command('GET', $key));
             self::assertTrue($lock->release());
 
-            $greedy = new Redis($master->dsn(), $key, 30.0, ['replicas' => 2, 'read_timeout' => 0.5]);
-            $given = "redis key '$key' at 127.0.0.1:{$master->port()} was taken, but only 1 of the 2 replicas asked for acknowledged it within 400 ms; it was given back";
+            // the WAIT runs its whole 2 s; the socket waits 2.5 s for its reply, room enough under load
+            $greedy = new Redis($master->dsn(), $key, 30.0, ['replicas' => 2, 'read_timeout' => 2.5]);
+            $given = "redis key '$key' at 127.0.0.1:{$master->port()} was taken, but only 1 of the 2 replicas asked for acknowledged it within 2000 ms; it was given back";
             foreach ([0.0, 1.0] as $timeout) {
                 try {
                     $greedy->acquire($timeout);

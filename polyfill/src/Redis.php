@@ -273,7 +273,16 @@ final class Redis implements Lock, \Serializable
     private function awaitReplicas(string $token)
     {
         $waitMs = max(1, intdiv((int) floor($this->readTimeout * 1000 + 1e-6) * 4, 5));
-        $acks = $this->client->wait($this->replicas, $waitMs);
+        try {
+            $acks = $this->client->wait($this->replicas, $waitMs);
+        } catch (RedisFailure $f) {
+            if ($f->kind !== RedisFailure::REPLY) {
+                // as run() does: a late reply would be read as the next command's
+                $this->client->close();
+                $this->client = null;
+            }
+            throw $f;
+        }
         if ($acks >= $this->replicas) {
             return;
         }
