@@ -95,7 +95,8 @@ final class MountNamespace
 
     /**
      * The argv that runs $cmd in this namespace, in $cwd (a path as the
-     * namespace sees it; default: this process's working directory).
+     * namespace sees it; default: this process's working directory; `/`
+     * when directories are hidden).
      *
      * @param list<string> $cmd
      * @return list<string>
@@ -104,9 +105,12 @@ final class MountNamespace
     {
         // --root: the first process's root, not the namespace's (inside a chroot,
         // as scripts/compat runs the suite, they differ)
-        $enter = ['nsenter', '--target', (string) $this->pid, '--mount', '--root', '--wdns=' . ($cwd ?? (string) getcwd()), '--'];
-        // chroot(8) starts the command in the new root's /
-        return $this->root === null ? [...$enter, ...$cmd] : [...$enter, 'chroot', $this->root, ...$cmd];
+        $enter = ['nsenter', '--target', (string) $this->pid, '--mount', '--root', '--'];
+        if ($this->root !== null) {
+            return [...$enter, 'chroot', $this->root, ...$cmd]; // chroot(8) starts it in the new root's /
+        }
+        // a shell's cd, not nsenter's --wdns (util-linux 2.38+; Debian 11 and Ubuntu 22.04 lack it)
+        return [...$enter, 'sh', '-c', 'cd "$0" && exec "$@"', $cwd ?? (string) getcwd(), ...$cmd];
     }
 
     /**
