@@ -321,7 +321,12 @@ final class File implements Lock, \Serializable
             return false;
         }
         if ($st['size'] === 0) {
-            return true;
+            // nothing to read too: procfs and sysfs files report size 0 and are not ours to write into
+            if (fseek($this->handle, 0) !== 0) {
+                return false;
+            }
+            $first = fread($this->handle, 1);
+            return $first === '' || $first === false;
         }
         if ($st['size'] !== self::RECORD_LEN || fseek($this->handle, 0) !== 0) {
             return false;

@@ -427,10 +427,12 @@ impl FileLock {
 }
 
 /// Whether the file is empty or holds exactly one holder record (and so is
-/// ours to overwrite).
+/// ours to overwrite). Empty means nothing to read too: procfs and sysfs
+/// files (`/proc/self/status`, a sysctl) report size 0 and are not ours to
+/// write a line into.
 fn holds_only_a_record_or_nothing(file: &File) -> bool {
     match sys::file_size(file) {
-        Ok(0) => true,
+        Ok(0) => read_at_most(file, &mut [0u8; 1]).is_ok_and(|n| n == 0),
         Ok(len) if len == RECORD_LEN as u64 => {
             let mut record = [0u8; RECORD_LEN];
             read_at_most(file, &mut record).is_ok_and(|n| n == RECORD_LEN)
@@ -724,6 +726,16 @@ mod tests {
         assert!(a.release().unwrap());
         assert!(!a.release().unwrap(), "release is idempotent");
         assert!(b.acquire(Wait::Once).unwrap());
+    }
+
+    #[test]
+    fn a_pseudo_file_of_size_0_that_has_content_gets_no_record() {
+        // procfs says size 0; root may open it read-write, and must not write into it
+        let path = Path::new("/proc/self/status");
+        let mut lock = FileLock::open(path, FileOptions::default()).unwrap();
+        assert!(lock.acquire(Wait::Once).unwrap());
+        assert_eq!(lock.unwritten_record(), None, "no write was tried");
+        lock.release().unwrap();
     }
 
     #[test]
