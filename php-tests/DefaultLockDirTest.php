@@ -287,8 +287,14 @@ final class DefaultLockDirTest extends TestCase
             catch (\CronLock\LockException $e) { echo get_class($e), ': ', $e->getMessage(), "\n"; }
             PHP]));
         self::assertSame(0, $code, $err);
-        self::assertSame("CronLock\\LockException: lock directory $dir is owned by uid 1, not by this process's uid 65534; "
+        $refusal = "lock directory $dir is owned by uid 1, not by this process's uid 65534; "
             . 'have its owner or root remove it (cronlock recreates it), or set CRONLOCK_LOCK_DIR or cronlock.lock_dir '
-            . "to an absolute directory of your own\n", $out);
+            . 'to an absolute directory of your own';
+        self::assertSame("CronLock\\LockException: $refusal\n", $out);
+        if (self::impl() === 'extension') { // php --ri is the extension's: it names the refusal too
+            [$code, $out, $err] = $this->runCommand($ns->php('extension', self::extensionPath(), 'nobody', ['--ri', 'cronlock']));
+            self::assertSame(0, $code, $err);
+            self::assertStringContainsString("named locks directory => none: $refusal\n", $out);
+        }
     }
 }
