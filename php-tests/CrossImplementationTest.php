@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace CronLock\Tests;
 
 use CronLock\Tests\Support\FileTestHelpers;
+use CronLock\Tests\Support\MountNamespace;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
 use CronLock\Tests\Support\RedisTestHelpers;
@@ -308,6 +309,71 @@ final class CrossImplementationTest extends TestCase
             $secured->stop();
             self::raw('DEL', 'cross-words-other', 'cross-words-foreign', 'cross-words-list');
         }
+    }
+
+    /**
+     * @return iterable<string, array{string, array<string, array<string, mixed>>, list<string>, string, array<string, string|false>, string}>
+     *         user, the fresh places, hidden top-level directories, a shell command run as root first, the child's environment, the refusal
+     */
+    public static function lockDirectoryRefusals(): iterable
+    {
+        $set = 'set CRONLOCK_LOCK_DIR or cronlock.lock_dir to an absolute directory of your own';
+        $closedRunLock = ['/run' => ['mode' => 0755], '/run/lock' => ['mode' => 0755, 'readonly' => true], '/tmp' => ['mode' => 01777]];
+        yield 'no inodes left in /run/lock' => ['nobody', ['/run' => ['mode' => 0755], '/run/lock' => ['mode' => 01777, 'inodes' => 1]], [], '', [],
+            "lock directory /run/lock/cronlock-65534 cannot be created: No space left on device; free space or inodes on the file system of /run/lock, or $set"];
+        yield 'root, /run read-only' => ['root', ['/run' => ['mode' => 0755, 'readonly' => true]], [], '', [],
+            "lock directory /run/cronlock cannot be created: Read-only file system; this user may not create entries in /run, so $set"];
+        yield '/tmp closed to nobody' => ['nobody', ['/tmp' => ['mode' => 0755]] + $closedRunLock, [], '', [],
+            "lock directory /tmp/cronlock-65534 cannot be created: Permission denied; this user may not create entries in /tmp, so $set"];
+        yield 'no /tmp' => ['nobody', $closedRunLock, ['/tmp'], '', [],
+            "lock directory /tmp/cronlock-65534 cannot be created: its parent directory /tmp does not exist; create /tmp or $set"];
+        yield 'root, no /run' => ['root', [], ['/run'], '', [],
+            "lock directory /run/cronlock cannot be created: its parent directory /run does not exist; create /run or $set"];
+        yield "another user's directory" => ['nobody', $closedRunLock, [], 'runuser -u daemon -- mkdir /tmp/cronlock-65534', [],
+            "lock directory /tmp/cronlock-65534 is owned by uid 1, not by this process's uid 65534; have its owner or root remove it (cronlock recreates it), or $set"];
+        yield 'a file in its place' => ['nobody', $closedRunLock, [], 'runuser -u nobody -- touch /tmp/cronlock-65534', [],
+            "lock directory /tmp/cronlock-65534 is not a directory; remove it (cronlock recreates it) or $set"];
+        yield 'a symlink in its place' => ['nobody', $closedRunLock, [], 'runuser -u nobody -- ln -s /tmp /tmp/cronlock-65534', [],
+            "lock directory /tmp/cronlock-65534 is not a directory; remove it (cronlock recreates it) or $set"];
+        yield 'writable by others' => ['nobody', $closedRunLock, [], 'runuser -u nobody -- mkdir -m 777 /tmp/cronlock-65534', [],
+            "lock directory /tmp/cronlock-65534 is writable by group or others (mode 0777); chmod 700 it or $set"];
+        yield 'an explicit directory that does not exist' => ['nobody', $closedRunLock, [], '', ['CRONLOCK_LOCK_DIR' => '/nonexistent/locks'],
+            'lock directory /nonexistent/locks does not exist; create it, or set CRONLOCK_LOCK_DIR or cronlock.lock_dir to an existing absolute directory'];
+        yield 'an explicit directory that is a file' => ['nobody', $closedRunLock, [], '', ['CRONLOCK_LOCK_DIR' => '/etc/passwd'],
+            'lock directory /etc/passwd is not a directory; set CRONLOCK_LOCK_DIR or cronlock.lock_dir to an existing absolute directory'];
+    }
+
+    /**
+     * Each cause why cron_guard() cannot use the lock directory gets its own
+     * advice, in the same words from both (decision D10), in a private mount
+     * namespace with fresh /run, /run/lock and /tmp (or none at all).
+     *
+     * @dataProvider lockDirectoryRefusals
+     * @param array<string, array<string, mixed>> $places
+     * @param list<string> $hide
+     * @param array<string, string|false> $env
+     */
+    public function testBothRefuseTheLockDirectoryInTheSameWords(string $user, array $places, array $hide, string $setup, array $env, string $refusal): void
+    {
+        MountNamespace::skipUnlessAvailable();
+        self::requireRootAndRunuser();
+        $this->requireRunnableAs($user, (string) getenv('CRONLOCK_EXT'));
+        $ns = MountNamespace::start($places, [], $hide);
+        if ($setup !== '') {
+            [$code, , $err] = $this->runCommand($ns->command(['sh', '-c', $setup]));
+            self::assertSame(0, $code, $err);
+        }
+        $said = [];
+        foreach (['extension', 'polyfill'] as $impl) {
+            [$code, $out, $err] = $this->runCommand($ns->php($impl, (string) getenv('CRONLOCK_EXT'), $user, ['-r', <<<'PHP'
+                try { cron_guard(function () { echo "JOB RAN\n"; }, 'job'); }
+                catch (\Throwable $e) { echo get_class($e), ': ', $e->getMessage(), "\n"; }
+                PHP], $env, [], '/'));
+            self::assertSame(0, $code, "$impl: $out $err");
+            $said[$impl] = $out;
+        }
+        self::assertSame("CronLock\\LockException: $refusal\n", $said['extension'], 'the extension');
+        self::assertSame($said['extension'], $said['polyfill'], 'the polyfill says it as the extension does');
     }
 
     /** @return array<string, array<string, string|false>> the polyfill through predis on a PHP without phpredis, where predis is installed */

@@ -7,6 +7,7 @@ namespace CronLock\Tests;
 use CronLock\File;
 use CronLock\LockException;
 use CronLock\Tests\Support\FileTestHelpers;
+use CronLock\Tests\Support\MountNamespace;
 use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\WebAssembly;
 use PHPUnit\Framework\TestCase;
@@ -364,6 +365,103 @@ final class FileLockSafetyTest extends TestCase
         } catch (LockException $e) {
             self::assertStringContainsString("lock file $path is owned by uid 65534, who could hold it forever", $e->getMessage());
         }
+    }
+
+    // ------------------------------------------- a holder line that cannot be written
+
+    /**
+     * On a full file system the lock is taken (flock needs no space) but its
+     * holder line cannot be written: the lock is kept, and an E_WARNING
+     * (cronlock/polyfill: E_USER_WARNING, all userland may raise) names the
+     * file and the OS error, for CronLock\File and cron_guard() alike. An
+     * error handler that turns the warning into an exception gets the hold
+     * given back: its caller never learns the lock was taken. Children run
+     * in a private mount namespace where the test's directory is a tiny tmpfs,
+     * filled up.
+     */
+    public function testAHolderLineThatCannotBeWrittenWarnsAndKeepsTheLock(): void
+    {
+        $full = $this->makeTempDir('full');
+        $ns = MountNamespace::start([$full => ['size' => '64k', 'mode' => 0700]]);
+        [$code, , $err] = $this->runCommand($ns->command(['sh', '-c', 'dd if=/dev/zero of="$0/fill" bs=4k 2>/dev/null; test -s "$0/fill"', $full]));
+        self::assertSame(0, $code, "filling the tmpfs: $err");
+        $script = $this->makeTempDir('full-script') . '/child.php';
+        file_put_contents($script, '<?php' . "\n" . <<<'PHP'
+            $dir = $argv[1];
+            $others = function (string $path): string {
+                exec('/usr/bin/flock -n ' . escapeshellarg($path) . ' true', $out, $code);
+                return $code === 0 ? 'free' : 'held';
+            };
+            set_error_handler(function (int $type, string $message): bool {
+                if ((error_reporting() & $type) === 0) {
+                    return false; // @-silenced
+                }
+                echo "WARNING $type: $message\n";
+                return true;
+            });
+            $lock = new \CronLock\File("$dir/job.lock");
+            $got = $lock->acquire(0);
+            clearstatcache();
+            echo 'File: ', json_encode([$got, $lock->isHeld(), filesize("$dir/job.lock"), $others("$dir/job.lock")]), "\n";
+            putenv("CRONLOCK_LOCK_DIR=$dir");
+            ini_set('cronlock.lock_dir', $dir);
+            $ran = cron_guard(function () use ($dir, $others) { return $others("$dir/guarded.lock"); }, 'guarded');
+            echo 'cron_guard: ', json_encode($ran), "\n";
+            set_error_handler(function (int $type, string $message): bool {
+                if ((error_reporting() & $type) === 0) {
+                    return false; // @-silenced
+                }
+                throw new \ErrorException($message, 0, $type);
+            });
+            $thrown = new \CronLock\File("$dir/thrown.lock");
+            try {
+                $thrown->acquire(0);
+                echo "File: no exception\n";
+            } catch (\ErrorException $e) {
+                echo 'File threw: ', json_encode([$thrown->isHeld(), $others("$dir/thrown.lock")]), "\n";
+            }
+            try {
+                cron_guard(function () { echo "JOB RAN\n"; }, 'thrown-guard');
+                echo "cron_guard: no exception\n";
+            } catch (\ErrorException $e) {
+                echo 'cron_guard threw: ', $others("$dir/thrown-guard.lock"), "\n";
+            }
+            PHP);
+        [$code, $out, $err] = $this->runCommand($ns->command([...self::phpCommand(), $script, $full]));
+        self::assertSame(0, $code, $out . $err);
+        $type = extension_loaded('cronlock') ? E_WARNING : E_USER_WARNING;
+        $warning = function (string $file) use ($type, $full): string {
+            return "WARNING $type: cronlock: lock file $full/$file is held, but its holder line could not be written: No space left on device\n";
+        };
+        self::assertSame($warning('job.lock') . "File: [true,true,0,\"held\"]\n"
+            . $warning('guarded.lock') . "cron_guard: \"held\"\n"
+            . "File threw: [false,\"free\"]\n"
+            . "cron_guard threw: free\n", $out, $err);
+    }
+
+    /**
+     * procfs files report size 0 but are not empty: locking one (root may
+     * open it read-write) writes no holder line into it, so there is nothing
+     * to warn about either (found by the torture suite's fuzz section).
+     */
+    public function testAProcFileOfSize0GetsNoHolderLine(): void
+    {
+        WebAssembly::skip('no host /proc (php-wasm has its own)');
+        $warnings = [];
+        set_error_handler(function (int $type, string $message) use (&$warnings): bool {
+            if ((error_reporting() & $type) !== 0) {
+                $warnings[] = $message;
+            }
+            return true;
+        });
+        try {
+            $lock = new File('/proc/self/status');
+            self::assertTrue($lock->acquire(0));
+            self::assertTrue($lock->release());
+        } finally {
+            restore_error_handler();
+        }
+        self::assertSame([], $warnings);
     }
 
     /** @return iterable<string, array{string}> 128-byte files that look like a record but are not one */

@@ -141,7 +141,8 @@ final class LockDirSettingTest extends TestCase
             cron_guard(fn () => 'ran', 'x');
             self::fail('a lock_dir naming a missing directory was used');
         } catch (LockException $e) {
-            self::assertStringStartsWith("cannot open lock file $this->dir/locks\\n/x.lock: ", $e->getMessage());
+            self::assertSame("lock directory $this->dir/locks\\n does not exist; create it, or set CRONLOCK_LOCK_DIR or "
+                . 'cronlock.lock_dir to an existing absolute directory', $e->getMessage());
             self::assertStringNotContainsString("\n", $e->getMessage());
         }
     }

@@ -10,18 +10,26 @@
  * ini settings:
  * - `cronlock.lock_dir` (string, default empty, changeable anywhere):
  *   directory of the lock files that cron_guard() makes for named locks and
- *   for the null lock. Empty means a directory of this user's own, so that no
- *   other user can open (and so hold) or pre-create them: `/run/cronlock` for
- *   root, else `/run/lock/cronlock-<euid>` (the system temp directory instead
- *   of /run/lock when that is not writable); created 0700 if missing, refused
- *   with LockException unless it is a directory owned by this user that
- *   neither group nor others can write; lock files in it are created 0600.
+ *   for the null lock. Empty means the default directory of this user: a
+ *   directory of the user's own, so that no other user can open (and so
+ *   hold) or pre-create them, and one fixed absolute place, the same for
+ *   every process of the user on the host (cron's, a login shell's,
+ *   php-fpm's, the extension's and cronlock/polyfill's) whatever TMPDIR,
+ *   sys_temp_dir or the working directory say: `/run/cronlock` for root;
+ *   else `/run/lock/cronlock-<euid>` when /run/lock is a directory this user
+ *   may create entries in; else `/tmp/cronlock-<euid>`. It is created 0700
+ *   if missing, and refused with LockException unless it is a real directory
+ *   (not a symlink) owned by this user that neither group nor others can
+ *   write; the message names the cause and what to do about it, or to set
+ *   CRONLOCK_LOCK_DIR or cronlock.lock_dir to an absolute directory of your
+ *   own. Lock files in it are created 0600.
  *   Set explicitly, it is used as it is (files 0644, for locks shared between
- *   users on purpose), except that a world-writable directory without the
- *   sticky bit is refused, and so are a relative path (it would count from
- *   each run's working directory: cron's and a run by hand's would lock two
- *   different files) and a path with a NUL byte: cron_guard() then throws
- *   LockException naming the setting, and `php --ri cronlock` says why.
+ *   users on purpose), but it must be an existing directory, and a
+ *   world-writable one without the sticky bit is refused, and so are a
+ *   relative path (it would count from each run's working directory: cron's
+ *   and a run by hand's would lock two different files) and a path with a
+ *   NUL byte: cron_guard() then throws LockException naming the setting or
+ *   the directory, and `php --ri cronlock` says why.
  *   The environment variable CRONLOCK_LOCK_DIR, when set, counts ahead of it
  *   (empty: the default directory), as for cronlock/polyfill.
  *
@@ -171,6 +179,12 @@ namespace CronLock {
         /**
          * On a held lock: true at once while the path still names the locked file, else false
          * (the hold is dropped, the stale file unlocked).
+         *
+         * Once the lock is taken, the holder line is written at the start of the file (if it
+         * is empty or holds only such a line). When that write fails (a full file system) the
+         * lock is kept all the same, and an E_WARNING says so: "cronlock: lock file <path> is
+         * held, but its holder line could not be written: <OS error>" (cron_guard() raises it
+         * too). An error handler that turns it into an exception gets the hold given back.
          *
          * @throws LockException when another File object of this thread holds the file and
          *         $timeout != 0, or flock() fails.

@@ -111,6 +111,20 @@ trait FileTestHelpers
     }
 
     /**
+     * Skip unless $user may execute PHP_BINARY and read $file (this run's
+     * cronlock.so, or the polyfill): not so when they live under a private
+     * home (scripts/compat's ZTS PHP is built under /root/.cache). Skip,
+     * naming why, rather than fail on that.
+     */
+    protected function requireRunnableAs(string $user, string $file): void
+    {
+        [$code] = $this->runCommand([...self::asUser($user), 'sh', '-c', 'test -x "$0" && test -r "$1"', PHP_BINARY, $file]);
+        if ($code !== 0) {
+            self::markTestSkipped(sprintf('needs %s to be executable and %s readable by user %s', PHP_BINARY, $file, $user));
+        }
+    }
+
+    /**
      * The argv prefix that runs a command as $user. PHP_INI_SCAN_DIR is
      * dropped: the test run's ini directory is private to us (pass
      * '-d extension=' . extensionPath() to a php run this way).
@@ -175,6 +189,13 @@ trait FileTestHelpers
             }
         }
         return $c['code'];
+    }
+
+    /** What $h printed on stdout so far; never blocks. */
+    protected function commandOutput(int $h): string
+    {
+        $this->drainCommand($h);
+        return $this->helperCommands[$h]['out'];
     }
 
     /**

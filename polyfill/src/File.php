@@ -121,7 +121,10 @@ final class File implements Lock, \Serializable
                 if ($this->pathNamesOurFile()) {
                     $this->heldBy = $me;
                     Registry::hold($this->lockId(), $owner, $this->shared);
-                    $this->writeRecord();
+                    $unwritten = $this->writeRecord();
+                    if ($unwritten !== null) {
+                        $this->warnUnwritten($unwritten);
+                    }
                     return true;
                 }
                 // Unlinked or replaced while we waited: that inode excludes
@@ -280,14 +283,34 @@ final class File implements Lock, \Serializable
      * exactly one holder line: whatever was written into it since (in place,
      * by anyone) is never overwritten.
      */
-    private function writeRecord()
+    private function writeRecord(): ?string
     {
         if ($this->shared || !$this->id['writable'] || !$this->holdsOnlyARecordOrNothing()) {
-            return;
+            return null;
         }
         fseek($this->handle, 0);
-        @fwrite($this->handle, self::record(Process::pid(), Process::hostname(), time()));
-        fflush($this->handle);
+        $record = self::record(Process::pid(), Process::hostname(), time());
+        // PHP's notice is the only place that names the OS error
+        list($written, $reason) = FileSystem::withReason(function () use ($record) {
+            return fwrite($this->handle, $record) === strlen($record) && fflush($this->handle);
+        });
+        return $written ? null : ($reason === null ? 'unknown error' : $reason);
+    }
+
+    /**
+     * The extension's E_WARNING (userland can raise E_USER_WARNING only) for
+     * a holder line that could not be written; the lock is kept. An error
+     * handler that turns it into an exception gets the hold given back, as
+     * its caller never learns it was taken.
+     */
+    private function warnUnwritten(string $reason)
+    {
+        try {
+            trigger_error('cronlock: lock file ' . Args::cut($this->path) . " is held, but its holder line could not be written: $reason", E_USER_WARNING);
+        } catch (\Throwable $e) {
+            $this->release();
+            throw $e;
+        }
     }
 
     private function holdsOnlyARecordOrNothing(): bool
@@ -298,7 +321,12 @@ final class File implements Lock, \Serializable
             return false;
         }
         if ($st['size'] === 0) {
-            return true;
+            // nothing to read too: procfs and sysfs files report size 0 and are not ours to write into
+            if (fseek($this->handle, 0) !== 0) {
+                return false;
+            }
+            $first = fread($this->handle, 1);
+            return $first === '' || $first === false;
         }
         if ($st['size'] !== self::RECORD_LEN || fseek($this->handle, 0) !== 0) {
             return false;

@@ -45,6 +45,8 @@ final class Redis implements Lock, \Serializable
     private $connectTimeout = 1.0;
     /** @var float */
     private $readTimeout = 1.0;
+    /** @var int 'replicas': an acquire counts once this many replicas acknowledged the key */
+    private $replicas = 0;
     /** @var int */
     private $ownerPid = 0;
     /** @var RedisClient|null */
@@ -74,7 +76,8 @@ final class Redis implements Lock, \Serializable
      * @param string|array $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…'
      *        ('#insecure' skips certificate checks), 'unix:///path/to/redis.sock'. A list
      *        (Redlock), sentinel and cluster DSNs need the extension: LockException.
-     * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float} $options
+     * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int, sentinel_password?: string, sentinel_user?: string} $options
+     *        'sentinel_password' and 'sentinel_user' apply to Sentinel DSNs only, which need the extension.
      * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
      * @throws \TypeError for a $dsn or option of the wrong type.
      * @throws LockException for a DSN kind only the extension supports.
@@ -105,11 +108,20 @@ final class Redis implements Lock, \Serializable
             throw Args::value('$key', 'must not contain NUL bytes');
         }
         $this->ttl = self::checkTtl($ttl);
-        Args::options($options, ['auto_renew', 'connect_timeout', 'read_timeout']);
+        Args::options($options, ['auto_renew', 'connect_timeout', 'read_timeout', 'replicas', 'sentinel_password', 'sentinel_user']);
         $this->connectTimeout = self::timeoutOption($options, 'connect_timeout');
         $this->readTimeout = self::timeoutOption($options, 'read_timeout');
         $this->autoRenew = Args::bool($options, 'auto_renew', false);
-        $parsed = RedisDsn::parse($dsn);
+        $replicas = Args::int($options, 'replicas');
+        if ($replicas !== null && ($replicas < 0 || $replicas > 1000)) {
+            throw Args::value("\$options['replicas']", 'must be a number of replicas from 0 to 1000');
+        }
+        $this->replicas = (int) $replicas;
+        $sentinelAuth = self::sentinelAuth($options);
+        $parsed = RedisDsn::parse($dsn); // a Sentinel DSN needs the extension: LockException
+        if ($sentinelAuth) {
+            throw Args::value("\$options['sentinel_password']", 'applies to a redis-sentinel:// or rediss-sentinel:// DSN only');
+        }
         $this->key = $key;
         $this->ownerPid = Process::pid();
         $this->dsn = $parsed;
@@ -240,11 +252,77 @@ final class Redis implements Lock, \Serializable
             throw new RedisFailure(RedisFailure::REPLY, 'unexpected reply to the acquire script');
         }
         if ((int) $reply[0] === 1) {
+            if (!$confirm && $this->replicas > 0) {
+                $this->awaitReplicas($token);
+            }
             return [true, (int) $reply[1], $sent, (int) $reply[3], max(0, (int) $reply[4]) / 1000];
         }
         $this->lastHolder = (string) $reply[2];
         // PTTL is -1 for a key without TTL, -2 for no key.
         return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent, 0, 0.0];
+    }
+
+    /**
+     * 'replicas' => N: a new hold counts once N replicas acknowledged the key
+     * (WAIT on the connection that set it, within 4/5 of read_timeout, so it
+     * gives up before the socket would); else the key is given back and the
+     * failure is transient, which a wait rides out (as the extension does).
+     *
+     * @throws RedisFailure
+     */
+    private function awaitReplicas(string $token)
+    {
+        $waitMs = max(1, intdiv((int) floor($this->readTimeout * 1000 + 1e-6) * 4, 5));
+        try {
+            $acks = $this->client->wait($this->replicas, $waitMs);
+        } catch (RedisFailure $f) {
+            if ($f->kind !== RedisFailure::REPLY) {
+                // as run() does: a late reply would be read as the next command's
+                $this->client->close();
+                $this->client = null;
+            }
+            throw $f;
+        }
+        if ($acks >= $this->replicas) {
+            return;
+        }
+        try {
+            $this->deleteIfOurs($token);
+        } catch (LockException $e) {
+            $this->unsettled = $token; // still ours, maybe: the next acquire or release settles it
+        }
+        throw new RedisFailure(RedisFailure::REPLICAS, sprintf(
+            '%s was taken, but only %d of the %d replicas asked for acknowledged it within %d ms; it was given back',
+            $this->describe(),
+            $acks,
+            $this->replicas,
+            $waitMs
+        ));
+    }
+
+    /**
+     * 'sentinel_password' and 'sentinel_user' checked as the extension checks
+     * them; whether any was given. Never echoes a value.
+     *
+     * @param array<string, mixed> $options
+     */
+    private static function sentinelAuth(array $options): bool
+    {
+        $user = Args::string($options, 'sentinel_user');
+        $password = Args::string($options, 'sentinel_password');
+        if ($password === null) {
+            if ($user !== null) {
+                throw Args::value("\$options['sentinel_user']", "needs 'sentinel_password' too (AUTH takes a user and a password)");
+            }
+            return false;
+        }
+        if ($password === '') {
+            throw Args::value("\$options['sentinel_password']", 'must not be empty (leave it out when the sentinels need no password)');
+        }
+        if ($user === '') {
+            throw Args::value("\$options['sentinel_user']", 'must not be empty (leave it out for the default user)');
+        }
+        return true;
     }
 
     /**
@@ -369,7 +447,7 @@ final class Redis implements Lock, \Serializable
      */
     private function noteUnanswered(string $token, RedisFailure $f)
     {
-        if ($f->kind !== RedisFailure::REPLY) {
+        if ($f->kind !== RedisFailure::REPLY && $f->kind !== RedisFailure::REPLICAS) {
             $this->unsettled = $token;
         }
     }
@@ -563,6 +641,8 @@ final class Redis implements Lock, \Serializable
                 ? sprintf('no answer within %d ms', (int) round($this->connectTimeout * 1000)) : $f->describe());
         } elseif ($f->kind === RedisFailure::IO && $f->timedOut) {
             $message = sprintf("Redis at %s gave no answer within %d ms to %s key '%s'", $address, (int) round($this->readTimeout * 1000), $op, $key);
+        } elseif ($f->kind === RedisFailure::REPLICAS) {
+            $message = $f->getMessage(); // the extension's words, the address in them
         } elseif ($f->kind === RedisFailure::IO) {
             $message = sprintf("lost the connection to Redis at %s while trying to %s key '%s': %s", $address, $op, $key, $f->describe());
         } else {

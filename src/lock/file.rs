@@ -28,6 +28,9 @@
 //!   ext4), and only if the file, as it is at that moment, is empty or holds
 //!   exactly such a record: locking someone's script or data file never
 //!   writes to it, even after it was rewritten in place;
+//! - a holder record that cannot be written (a full file system) does not
+//!   cost the lock, but is not silent either: [`FileLock::unwritten_record`]
+//!   says why, for the PHP layer's warning;
 //! - waits poll with non-blocking flock(2), checking [`super::interrupted`]
 //!   between tries, so PHP's signal handlers run during a wait;
 //! - a dropped, unlocked lock leaves its descriptor to the next `FileLock`
@@ -144,6 +147,9 @@ pub struct FileLock {
     object: ObjectId,
     /// Why the last `acquire` returned false.
     refusal: Option<Refusal>,
+    /// Why the last `acquire` that took the lock could not write its
+    /// holder record; taken by [`FileLock::unwritten_record`].
+    record_failure: Option<io::Error>,
 }
 
 impl FileLock {
@@ -179,6 +185,7 @@ impl FileLock {
             held_by: None,
             object: ObjectId::next(),
             refusal: None,
+            record_failure: None,
         })
     }
 
@@ -384,13 +391,26 @@ impl FileLock {
     /// now, from the file as it is now (its size and first bytes): nothing
     /// learnt earlier is trusted, since anyone may have rewritten the file
     /// in place since then.
-    fn write_record(&self) {
+    fn write_record(&mut self) {
+        self.record_failure = None;
         if self.options.shared || !self.handle.writable {
             return;
         }
         if holds_only_a_record_or_nothing(&self.handle.file) {
-            let _ = self.handle.file.write_all_at(&current_record(), 0);
+            self.record_failure = self.handle.file.write_all_at(&current_record(), 0).err();
         }
+    }
+
+    /// The warning for the holder record the last successful `acquire`
+    /// could not write (the lock is held all the same), once; `None` when
+    /// it was written or not due.
+    pub fn unwritten_record(&mut self) -> Option<String> {
+        let err = self.record_failure.take()?;
+        Some(format!(
+            "cronlock: lock file {} is held, but its holder line could not be written: {}",
+            super::shorten(&self.path.display().to_string()),
+            sys::reason(&err)
+        ))
     }
 
     fn os_error(&self, what: &str, err: &io::Error) -> Error {
@@ -583,6 +603,16 @@ mod tests {
         assert!(a.release().unwrap());
         assert!(!a.release().unwrap(), "release is idempotent");
         assert!(b.acquire(Wait::Once).unwrap());
+    }
+
+    #[test]
+    fn a_pseudo_file_of_size_0_that_has_content_gets_no_record() {
+        // procfs says size 0; root may open it read-write, and must not write into it
+        let path = Path::new("/proc/self/status");
+        let mut lock = FileLock::open(path, FileOptions::default()).unwrap();
+        assert!(lock.acquire(Wait::Once).unwrap());
+        assert_eq!(lock.unwritten_record(), None, "no write was tried");
+        lock.release().unwrap();
     }
 
     #[test]

@@ -10,6 +10,7 @@ use ext_php_rs::binary::Binary;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
+use ext_php_rs::zend::ExecutorGlobals;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -58,9 +59,9 @@ impl File {
     }
 
     pub fn acquire(&mut self, timeout: OptionalFloat) -> PhpResult<bool> {
-        Ok(self
-            .lock
-            .acquire(Wait::from_seconds("$timeout", timeout.or(0.0))?)?)
+        let wait = Wait::from_seconds("$timeout", timeout.or(0.0))?;
+        // false with the handler's exception pending: PHP throws that
+        Ok(self.acquire_and_warn(wait)?.unwrap_or(false))
     }
 
     /// flock(2) has no expiry: renewing checks that the path still names
@@ -93,6 +94,26 @@ impl File {
         super::note_lock_object();
         File { lock }
     }
+
+    /// [`FileLock::acquire`], then the `E_WARNING` for a holder line it
+    /// could not write (the lock is kept). `Ok(None)`: an error handler
+    /// turned that warning into an exception, now pending; the hold just
+    /// taken is given back, since its caller never learns it was taken.
+    ///
+    /// # Errors
+    ///
+    /// What [`FileLock::acquire`] throws.
+    pub fn acquire_and_warn(&mut self, wait: Wait) -> PhpResult<Option<bool>> {
+        let got = self.lock.acquire(wait)?;
+        if let Some(warning) = self.lock.unwritten_record() {
+            super::shim::warning(&warning);
+            if ExecutorGlobals::has_exception() {
+                let _ = self.lock.release();
+                return Ok(None);
+            }
+        }
+        Ok(Some(got))
+    }
 }
 
 impl NativeLock for File {
@@ -101,10 +122,10 @@ impl NativeLock for File {
     }
 
     fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<Acquired> {
-        Ok(if self.lock.acquire(wait)? {
-            Acquired::Yes
-        } else {
-            Acquired::No(self.lock.refusal())
+        Ok(match self.acquire_and_warn(wait)? {
+            None => Acquired::Threw,
+            Some(true) => Acquired::Yes,
+            Some(false) => Acquired::No(self.lock.refusal()),
         })
     }
 

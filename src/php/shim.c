@@ -393,3 +393,12 @@ void cronlock_restore_delayed_oom(int state)
 	(void) state;
 #endif
 }
+
+/* ------------------------------------------------------------- warnings */
+
+/* An E_WARNING with exactly this text: no php_error_docref() "function(): "
+ * prefix, so that cronlock/polyfill's trigger_error() says the same. */
+void cronlock_warning(const char *message)
+{
+	zend_error(E_WARNING, "%s", message);
+}

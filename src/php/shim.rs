@@ -58,6 +58,7 @@ extern "C" {
     fn cronlock_ini_value(name: *const c_char, name_len: usize, len: *mut usize) -> *const c_char;
     fn cronlock_lift_delayed_oom() -> i32;
     fn cronlock_restore_delayed_oom(state: i32);
+    fn cronlock_warning(message: *const c_char);
 }
 
 /// The PHP this build was compiled against: version, API number, ZTS.
@@ -100,6 +101,14 @@ pub fn lift_delayed_oom() -> i32 {
 pub fn restore_delayed_oom(state: i32) {
     // SAFETY: as above, with the value lift_delayed_oom() returned.
     unsafe { cronlock_restore_delayed_oom(state) }
+}
+
+/// An `E_WARNING` with exactly `message` (a NUL byte in it is shown as `\0`).
+pub fn warning(message: &str) {
+    let message = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    // SAFETY: `message` is NUL-terminated and outlives the call; the shim
+    // passes it as a "%s" argument, never as the format.
+    unsafe { cronlock_warning(message.as_ptr()) }
 }
 
 pub fn each_object(visit: extern "C" fn(*mut zend_object)) {

@@ -65,6 +65,23 @@ final class Args
     }
 
     /**
+     * A UTF-8 string (a password cut down to "absent" would fail far from its cause), or null.
+     *
+     * @param array<string, mixed> $options
+     */
+    public static function string(array $options, string $key, string $arg = '$options'): ?string
+    {
+        $v = isset($options[$key]) ? $options[$key] : null;
+        if ($v !== null && !is_string($v)) {
+            throw self::type("{$arg}['$key']", 'must be of type ?string, ' . self::typeName($v) . ' given');
+        }
+        if ($v !== null && preg_match('//u', $v) !== 1) {
+            throw self::value("{$arg}['$key']", 'must be valid UTF-8');
+        }
+        return $v;
+    }
+
+    /**
      * int or float seconds, as PHP's float parameters accept; NaN refused.
      *
      * @param array<string, mixed> $options

@@ -352,12 +352,47 @@ final class FileSystem
             'ENOENT' => [2, 'No such file or directory'],
             'EEXIST' => [17, 'File exists'],
             'EACCES' => [13, 'Permission denied'],
+            'EPERM' => [1, 'Operation not permitted'],
+            'EROFS' => [30, 'Read-only file system'],
+            'ENOSPC' => [28, 'No space left on device'],
+            'EDQUOT' => [122, 'Disk quota exceeded'],
         ];
         list($errno, $words) = $errors[$name];
         if (PHP_OS === 'Linux' && function_exists('posix_strerror')) {
             return posix_strerror($errno);
         }
         return $words;
+    }
+
+    /**
+     * Runs $call, catching the warning or notice PHP raises when it fails:
+     * its result, and the OS reason of that message (null: none raised).
+     * error_get_last() misses a message a user's error handler took, which
+     * an error handler of our own for the length of the call cannot.
+     *
+     * @return array{0: mixed, 1: string|null}
+     */
+    public static function withReason(callable $call): array
+    {
+        $message = null;
+        set_error_handler(function (int $type, string $text) use (&$message): bool {
+            $message = $text;
+            return true;
+        });
+        try {
+            $result = $call();
+        } finally {
+            restore_error_handler();
+        }
+        if ($message === null) {
+            return [$result, null];
+        }
+        // "fwrite(): Write of 128 bytes failed with errno=28 No space left on device"
+        if (preg_match('/errno=\d+ (.+)$/', $message, $m) === 1) {
+            return [$result, $m[1]];
+        }
+        $pos = strrpos($message, ': ');
+        return [$result, $pos === false ? $message : substr($message, $pos + 2)];
     }
 
     /** The OS reason of the last failed call, without PHP's "fopen(...): " prefix. */

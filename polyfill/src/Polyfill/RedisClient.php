@@ -63,6 +63,13 @@ abstract class RedisClient
      */
     abstract public function script(string $lua, array $keys, array $args);
 
+    /**
+     * WAIT: how many replicas acknowledged this connection's writes within $timeoutMs.
+     *
+     * @throws RedisFailure
+     */
+    abstract public function wait(int $replicas, int $timeoutMs): int;
+
     abstract public function close();
 
     protected function tlsContext(): array
@@ -97,6 +104,8 @@ final class RedisFailure extends \Exception
     const CONNECT = 'connect';
     const IO = 'io';
     const REPLY = 'reply';
+    /** The key was taken, but too few replicas acknowledged it ('replicas'); it was given back. */
+    const REPLICAS = 'replicas';
 
     /** Server replies that say "not now": a waiter retries them (as the extension does). */
     const TRANSIENT_CODES = ['LOADING', 'BUSY', 'TRYAGAIN', 'MASTERDOWN'];
@@ -274,6 +283,20 @@ final class PhpRedisClient extends RedisClient
         }
     }
 
+    public function wait(int $replicas, int $timeoutMs): int
+    {
+        $started = Process::now();
+        try {
+            $reply = $this->redis->rawCommand('WAIT', $replicas, $timeoutMs);
+        } catch (\RedisException $e) {
+            throw new RedisFailure(RedisFailure::IO, $e->getMessage(), $this->timedOut($started, $this->readTimeout));
+        }
+        if (!is_int($reply)) {
+            throw new RedisFailure(RedisFailure::REPLY, (string) ($this->redis->getLastError() ?: 'unexpected reply to WAIT'));
+        }
+        return $reply;
+    }
+
     public function close()
     {
         if ($this->redis !== null) {
@@ -360,6 +383,17 @@ final class PredisClient extends RedisClient
         } catch (\Predis\PredisException $e) {
             throw new RedisFailure(RedisFailure::IO, self::reason($e), $this->timedOut($started, $this->readTimeout));
         }
+    }
+
+    public function wait(int $replicas, int $timeoutMs): int
+    {
+        $started = Process::now();
+        try {
+            $reply = $this->raw(['WAIT', (string) $replicas, (string) $timeoutMs], RedisFailure::REPLY);
+        } catch (\Predis\PredisException $e) {
+            throw new RedisFailure(RedisFailure::IO, self::reason($e), $this->timedOut($started, $this->readTimeout));
+        }
+        return (int) $reply;
     }
 
     /** predis appends " [tcp://host:port]" or " [unix:/path]": the caller names the address itself. */

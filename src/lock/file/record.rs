@@ -31,10 +31,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const RECORD_LEN: usize = 128;
 const RECORD_MAGIC: &[u8] = b"cronlock pid=";
 /// Whether the file is empty or holds exactly one holder record (and so is
-/// ours to overwrite).
+/// ours to overwrite). Empty means nothing to read too: procfs and sysfs
+/// files (`/proc/self/status`, a sysctl) report size 0 and are not ours to
+/// write a line into.
 pub(super) fn holds_only_a_record_or_nothing(file: &File) -> bool {
     match sys::file_size(file) {
-        Ok(0) => true,
+        Ok(0) => read_at_most(file, &mut [0u8; 1]).is_ok_and(|n| n == 0),
         Ok(len) if len == RECORD_LEN as u64 => {
             let mut record = [0u8; RECORD_LEN];
             read_at_most(file, &mut record).is_ok_and(|n| n == RECORD_LEN)
