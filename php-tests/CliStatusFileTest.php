@@ -153,7 +153,7 @@ final class CliStatusFileTest extends TestCase
         self::assertSame(0, $code, $err);
         $doc = self::json($out);
         self::assertSame(gethostname(), $doc['host']);
-        self::assertSame([['backend' => 'file', 'title' => "{$this->lockDir} (CRONLOCK_LOCK_DIR)", 'exists' => true, 'note' => null]], $doc['sources']);
+        self::assertSame([['backend' => 'file', 'title' => "{$this->lockDir} (CRONLOCK_LOCK_DIR)", 'exists' => true, 'read' => true, 'note' => null]], $doc['sources']);
         self::assertSame([], $doc['errors']);
         self::assertSame(0, $doc['stuck']);
         foreach ($impls as $impl) {
@@ -302,7 +302,7 @@ final class CliStatusFileTest extends TestCase
         [$code, $out, $err] = $this->runCommand(['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', $script]);
         self::assertSame(0, $code, $err);
         $doc = self::json($out);
-        self::assertSame([['backend' => 'file', 'title' => "$dir ($origin)", 'exists' => true, 'note' => null]], $doc['sources'], $out);
+        self::assertSame([['backend' => 'file', 'title' => "$dir ($origin)", 'exists' => true, 'read' => true, 'note' => null]], $doc['sources'], $out);
         self::assertSame(['held', "$dir/job.lock"], [$doc['locks']['job']['state'], $doc['locks']['job']['path']]);
     }
 

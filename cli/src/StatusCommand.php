@@ -12,7 +12,7 @@ namespace CronLock\Cli;
 final class StatusCommand
 {
     const SPEC = [
-        'redis' => Arguments::VALUES, 'redis-env' => Arguments::VALUES, 'prefix' => Arguments::VALUE,
+        'redis' => Arguments::VALUES, 'redis-env' => Arguments::VALUES, 'prefix' => Arguments::VALUE, 'redis-client' => Arguments::VALUE,
         'database' => Arguments::VALUES, 'database-env' => Arguments::VALUES,
         'user' => Arguments::VALUE, 'password-env' => Arguments::VALUE, 'name' => Arguments::VALUES,
         'stale-after' => Arguments::VALUE, 'json' => Arguments::FLAG,
@@ -28,8 +28,10 @@ final class StatusCommand
         }
         $redis = self::dsns($args, 'redis');
         $databases = self::dsns($args, 'database');
-        if ($args->has('prefix') && $redis === []) {
-            throw new UsageError('--prefix goes with --redis');
+        foreach (['prefix', 'redis-client'] as $option) {
+            if ($args->has($option) && $redis === []) {
+                throw new UsageError("--$option goes with --redis");
+            }
         }
         foreach (['user', 'password-env', 'name'] as $option) {
             if ($args->has($option) && $databases === []) {
@@ -45,7 +47,7 @@ final class StatusCommand
             self::files($report, $paths, null);
         }
         foreach ($redis as $dsn) {
-            RedisLocks::report($report, $dsn, (string) $args->value('prefix'));
+            RedisLocks::report($report, $dsn, (string) $args->value('prefix'), $args->has('redis-client') ? (string) $args->value('redis-client') : 'auto');
         }
         foreach ($databases as $dsn) {
             DatabaseLocks::report($report, $dsn, Secrets::credentials($args), $args->values('name'));
@@ -81,7 +83,7 @@ final class StatusCommand
                 $rows = $row === null ? [] : [$row];
                 $title = $path;
             }
-            $report->add('file', $title, $rows);
+            $report->add('file', $title, $rows === [] && $errors !== [] && !is_dir($path) ? false : $rows);
             foreach ($errors as $error) {
                 $report->error($error);
             }

@@ -26,7 +26,7 @@ final class StatusReport
         'last statement' => "the end of the holding session's last statement: it holds the lock since then or longer",
     ];
 
-    /** @var array<int, array{backend: string, title: string, rows: LockRow[]|null, note: string|null}> */
+    /** @var array<int, array{backend: string, title: string, rows: LockRow[]|null|false, note: string|null}> */
     private $sources = [];
     /** @var string[] */
     private $errors = [];
@@ -42,12 +42,12 @@ final class StatusReport
     }
 
     /**
-     * @param LockRow[]|null $rows null: the source does not exist (nothing to list)
+     * @param LockRow[]|null|false $rows null: the source does not exist (nothing to list); false: it could not be read
      * @param string $backend 'file', 'redis' or 'database' (its table's columns)
      */
     public function add(string $backend, string $title, $rows, $note = null)
     {
-        foreach ($rows === null ? [] : $rows as $row) {
+        foreach (is_array($rows) ? $rows : [] as $row) {
             $held = $row->heldFor($this->now);
             $row->stuck = $this->staleAfter !== null && $held !== null && $held > $this->staleAfter;
         }
@@ -70,7 +70,7 @@ final class StatusReport
     {
         $stuck = [];
         foreach ($this->sources as $source) {
-            foreach ($source['rows'] === null ? [] : $source['rows'] as $row) {
+            foreach (is_array($source['rows']) ? $source['rows'] : [] as $row) {
                 if ($row->stuck) {
                     $stuck[] = $row;
                 }
@@ -92,8 +92,9 @@ final class StatusReport
         $locks = [];
         $sources = [];
         foreach ($this->sources as $source) {
-            $sources[] = ['backend' => $source['backend'], 'title' => Text::utf8($source['title']), 'exists' => $source['rows'] !== null, 'note' => $source['note']];
-            foreach ($source['rows'] === null ? [] : $source['rows'] as $row) {
+            $sources[] = ['backend' => $source['backend'], 'title' => Text::utf8($source['title']), 'exists' => $source['rows'] !== null,
+                'read' => $source['rows'] !== false, 'note' => $source['note'] === null ? null : Text::utf8($source['note'])];
+            foreach (is_array($source['rows']) ? $source['rows'] : [] as $row) {
                 $locks[] = $row->toArray($this->now);
             }
         }
@@ -120,6 +121,9 @@ final class StatusReport
             $out .= ($i > 0 ? "\n" : '') . Text::oneLine($source['title']) . "\n";
             if ($source['note'] !== null) {
                 $out .= '  ' . Text::oneLine($source['note']) . "\n";
+            }
+            if ($source['rows'] === false) {
+                continue; // the note says why
             }
             if ($source['rows'] === null || $source['rows'] === []) {
                 $out .= $source['rows'] === null ? "  (does not exist: no lock was taken here yet)\n" : "  (no locks)\n";

@@ -178,10 +178,18 @@ trait CliTestHelpers
         if ($at === false) {
             throw new \RuntimeException("no heading '$title' in:\n$out");
         }
-        $header = $lines[$at + 1];
-        preg_match_all('/\S+(?: \S+)*/', $header, $m, PREG_OFFSET_CAPTURE);
+        // a note line may come first ("  through phpredis")
+        for ($h = $at + 1; isset($lines[$h]) && !preg_match('/\A  (NAME|KEY)  /', $lines[$h]); $h++) {
+            if (!str_starts_with($lines[$h], '  ')) {
+                return [];
+            }
+        }
+        if (!isset($lines[$h])) {
+            return [];
+        }
+        preg_match_all('/\S+(?: \S+)*/', $lines[$h], $m, PREG_OFFSET_CAPTURE);
         $rows = [];
-        for ($i = $at + 2; isset($lines[$i]) && strncmp($lines[$i], '  ', 2) === 0 && $lines[$i][2] !== '*'; $i++) {
+        for ($i = $h + 1; isset($lines[$i]) && strncmp($lines[$i], '  ', 2) === 0 && $lines[$i][2] !== '*'; $i++) {
             $row = [];
             foreach ($m[0] as $n => [$name, $offset]) {
                 $next = $m[0][$n + 1][1] ?? null;
