@@ -29,7 +29,7 @@ final class LockRow
     public $pidAlive;
     /** @var int|null Unix time */
     public $since;
-    /** @var string|null where $since comes from: 'record', 'process start', 'lock statement', 'session start', 'last statement' */
+    /** @var string|null where $since comes from: 'record', 'server' (exact); 'process start', 'lock statement', 'session start', 'last statement' (see StatusReport::SINCE_NOTES) */
     public $sinceSource;
     /** @var int|null how many runs wait; null: cannot tell */
     public $waiters;

@@ -202,7 +202,7 @@ final class StatusReport
                     return '-';
                 }
                 $mark = '';
-                if ($row->sinceSource !== 'record' && isset(self::SINCE_NOTES[$row->sinceSource])) {
+                if (isset(self::SINCE_NOTES[$row->sinceSource])) {
                     $notes[$row->sinceSource] = true;
                     $mark = str_repeat('*', array_search($row->sinceSource, array_keys($notes), true) + 1);
                 }
