@@ -203,7 +203,7 @@ final class CliStatusDatabaseTest extends TestCase
             '--name', 'report', '--on-busy', '3', '--', 'touch', $ran], 'extension');
         self::assertSame(3, $code, $err);
         self::assertFileDoesNotExist($ran);
-        self::assertStringNotContainsString(DatabaseServer::PASSWORD, $err);
+        self::assertSame('', $err, 'a busy lock is skipped quietly');
     }
 
     public function testARefusedLoginIsSaidWithoutThePasswordAndExitsTwo(): void

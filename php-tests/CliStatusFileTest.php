@@ -297,11 +297,13 @@ final class CliStatusFileTest extends TestCase
             'mkdir -m 1777 /run/lock',
             $runLockReadOnly ? 'mount -t tmpfs -o ro,mode=1777 cronlock-test /run/lock' : null,
             'mount -t tmpfs -o mode=1777 cronlock-test /tmp',
-            'exec ' . ($user === null ? '' : "runuser -u $user -- ") . "env -u CRONLOCK_LOCK_DIR -u TMPDIR -u PHP_INI_SCAN_DIR $cronlock run --lock job -- $cronlock status --json",
+            'exec ' . ($user === null ? '' : "runuser -u $user -- ") . "env -u CRONLOCK_LOCK_DIR -u TMPDIR -u PHP_INI_SCAN_DIR sh -c "
+                . escapeshellarg("$cronlock run --lock job -- $cronlock status --json && $cronlock run --lock second -- true && stat -c 'mode %a' $dir/second.lock"),
         ]));
         [$code, $out, $err] = $this->runCommand(['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', $script]);
         self::assertSame(0, $code, $err);
-        $doc = self::json($out);
+        self::assertStringEndsWith("}\nmode 600\n", $out, "a lock file of the user's default directory is created 0600, as cron_guard() creates it");
+        $doc = self::json(substr($out, 0, strrpos($out, 'mode')));
         self::assertSame([['backend' => 'file', 'title' => "$dir ($origin)", 'exists' => true, 'read' => true, 'note' => null]], $doc['sources'], $out);
         self::assertSame(['held', "$dir/job.lock"], [$doc['locks']['job']['state'], $doc['locks']['job']['path']]);
     }

@@ -226,7 +226,7 @@ final class CliStatusRedisTest extends TestCase
         [$code, , $err] = $this->cronlock(['run', '--redis-env', 'CRONLOCK_TEST_REDIS', '--key', 'cron:busy', '--on-busy', '4', '--', 'touch', $ran]);
         self::assertSame(4, $code, $err);
         self::assertFileDoesNotExist($ran);
-        self::assertStringNotContainsString(self::PASSWORD, $err);
+        self::assertSame('', $err, 'a busy lock is skipped quietly');
     }
 
     /** Cluster and Sentinel holders need the extension (cronlock/polyfill takes single servers only). */
