@@ -198,6 +198,62 @@ final class CliGcTest extends TestCase
     }
 
     /**
+     * gc's "a cronlock lock file" is the lock's own rule: it removes a file
+     * exactly when cronlock, taking the lock, would overwrite its content
+     * with a record (empty, or a record of the shape both implementations
+     * write), and keeps every content cronlock leaves alone.
+     */
+    public function testGcRemovesExactlyTheFilesCronlockWouldOverwrite(): void
+    {
+        $record = fn (string $text) => str_pad($text, 127) . "\n";
+        $since = '2026-11-30T14:50:00Z';
+        $contents = [
+            'empty' => '',
+            'record' => $record("cronlock pid=4242 host=web1 since=$since"),
+            'zeros' => $record("cronlock pid=00000000004242 host=web1 since=$since"),
+            'no-host' => $record("cronlock pid=4242 host= since=$since"),
+            'host-64' => $record('cronlock pid=1 host=' . str_repeat('h', 64) . " since=$since"),
+            'host-65' => $record('cronlock pid=1 host=' . str_repeat('h', 65) . " since=$since"),
+            'month-13' => $record('cronlock pid=1 host=web1 since=2020-13-40T25:61:61Z'),
+            'pid-u32' => $record("cronlock pid=4294967295 host=web1 since=$since"),
+            'pid-beyond' => $record("cronlock pid=4294967296 host=web1 since=$since"),
+            'no-newline' => str_pad("cronlock pid=4242 host=web1 since=$since", 128),
+            'short' => str_pad("cronlock pid=4242 host=web1 since=$since", 126) . "\n",
+            'long' => str_pad("cronlock pid=4242 host=web1 since=$since", 128) . "\n",
+            'tab' => str_pad("cronlock pid=4242 host=web1 since=$since\t", 127) . "\n",
+            'lower-z' => $record('cronlock pid=4242 host=web1 since=2026-11-30T14:50:00z'),
+            'pid-text' => $record("cronlock pid=abc host=web1 since=$since"),
+            'data' => "4242\n",
+            'space-host' => $record("cronlock pid=4242 host=web 1 since=$since"),
+        ];
+        $overwrite = $this->makeTempDir('cli-gc-overwrite');
+        $code = 'foreach (array_slice($argv, 1) as $path) { $before = file_get_contents($path); $l = new \CronLock\File($path);
+            if (!$l->acquire(0)) { exit(2); } $l->release(); echo basename($path, ".lock"), " ", file_get_contents($path) === $before ? "kept" : "overwritten", "\n"; }';
+        foreach (self::extensionBuilt() ? ['extension', 'polyfill'] : ['suite'] as $impl) {
+            $paths = [];
+            foreach ($contents as $name => $content) {
+                file_put_contents($paths[] = "$overwrite/$name.lock", $content);
+                $this->old("$name.lock", $content);
+            }
+            [$status, $out, $err] = $this->finishCommand($this->startPhp($impl, $code, $paths));
+            self::assertSame(0, $status, $err);
+            $cronlock = [];
+            foreach (explode("\n", trim($out)) as $line) {
+                [$name, $what] = explode(' ', $line);
+                $cronlock[$name] = $what === 'overwritten' || $contents[$name] === '';
+            }
+            [$status, , $err] = $this->cronlock(['gc', '--older-than', '1d']);
+            self::assertSame(0, $status, $err);
+            foreach ($contents as $name => $content) {
+                self::assertSame($cronlock[$name], !file_exists("{$this->lockDir}/$name.lock"),
+                    "$name: gc removes it exactly when $impl's CronLock\\File would overwrite it");
+            }
+            self::assertTrue($cronlock['record'] && $cronlock['host-64'] && !$cronlock['host-65'] && !$cronlock['pid-beyond'] && !$cronlock['data'],
+                'the cases mean what they say: ' . json_encode($cronlock));
+        }
+    }
+
+    /**
      * What gc cannot protect, as docs/operations.md says: a plain flock()
      * user (no check of the path after locking) that opened the file before
      * gc removed it locks the removed file, while a cronlock user locks the

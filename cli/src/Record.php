@@ -7,7 +7,8 @@ namespace CronLock\Cli;
  * it in both implementations: `cronlock pid=<pid> host=<host> since=<UTC>`
  * while held, and (after a planned change) `cronlock free since=<UTC>` once
  * released, space-padded with a final "\n". Anything else, however close, is
- * someone's data: not a record. A record says what was written; whether the
+ * someone's data: not a record (exactly the shapes both implementations
+ * accept before they overwrite a file). A record says what was written; whether the
  * file is held now only the kernel says (KernelLocks).
  */
 final class Record
@@ -31,12 +32,13 @@ final class Record
             return null;
         }
         $record = new self();
-        if (preg_match('/\Acronlock pid=([0-9]{1,10}) host=([\x21-\x7e]{0,64}) since=' . self::DATE . ' *\n\z/', $bytes, $m)) {
-            if ((int) $m[1] > 4294967295) {
-                return null;
+        if (preg_match('/\Acronlock pid=([0-9]+) host=([\x21-\x7e]{0,64}) since=' . self::DATE . ' *\n\z/', $bytes, $m)) {
+            $digits = ltrim($m[1], '0');
+            if (strlen($digits) > 10 || (strlen($digits) === 10 && strcmp($digits, '4294967295') > 0)) {
+                return null; // the extension reads a u32
             }
             $record->held = true;
-            $record->pid = (int) $m[1];
+            $record->pid = (int) $digits;
             $record->host = $m[2];
             $date = array_slice($m, 3);
         } elseif (preg_match('/\Acronlock free since=' . self::DATE . ' *\n\z/', $bytes, $m)) {
@@ -45,10 +47,8 @@ final class Record
         } else {
             return null;
         }
+        // the shape is what makes it a record (as both implementations check it), not the calendar
         list($y, $mo, $d, $h, $mi, $s) = array_map('intval', $date);
-        if (!checkdate($mo, $d, $y) || $h > 23 || $mi > 59 || $s > 60) {
-            return null;
-        }
         $record->since = gmmktime($h, $mi, $s, $mo, $d, $y);
         return $record;
     }
