@@ -36,7 +36,9 @@ final class CliStatusRedisTest extends TestCase
 
     public static function tearDownAfterClass(): void
     {
-        self::$redis?->stop();
+        if (self::$redis !== null) {
+            self::$redis->stop();
+        }
         self::$redis = null;
         parent::tearDownAfterClass();
     }

@@ -46,7 +46,7 @@ final class Arguments
                 continue;
             }
             $eq = strpos($arg, '=');
-            $name = substr($arg, 2, $eq === false ? null : $eq - 2);
+            $name = $eq === false ? substr($arg, 2) : substr($arg, 2, $eq - 2); // PHP 7's substr() takes a null length as 0
             if (!isset($spec[$name])) {
                 throw new UsageError("unknown option --$name");
             }

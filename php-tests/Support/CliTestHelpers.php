@@ -180,7 +180,7 @@ trait CliTestHelpers
         }
         // a note line may come first ("  through phpredis")
         for ($h = $at + 1; isset($lines[$h]) && !preg_match('/\A  (NAME|KEY)  /', $lines[$h]); $h++) {
-            if (!str_starts_with($lines[$h], '  ')) {
+            if (strncmp($lines[$h], '  ', 2) !== 0) {
                 return [];
             }
         }
