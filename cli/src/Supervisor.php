@@ -1,0 +1,196 @@
+<?php
+
+namespace CronLock\Cli;
+
+/**
+ * Runs a command as a child process under a held cronlock lock, for as long
+ * as the child lives: `cronlock run`, and any caller that must keep a
+ * command's whole lifetime inside a lock (a framework's scheduler running an
+ * event in the background):
+ *
+ *   $status = (new Supervisor())->runLocked('nightly-report', ['php', 'report.php'], ['wait' => 5.0]);
+ *   // null: skipped (busy, or the wait was interrupted); else the child's exit status
+ *
+ * Traps it closes:
+ * - The lock outliving the work, or the work outliving the lock: the lock is
+ *   taken and released by cron_guard() around the child's whole lifetime
+ *   (same names, directory, busy line and release on every way out as any
+ *   cron_guard() job), and the child is started through util-linux
+ *   `setpriv --pdeathsig KILL`, so a `kill -9` of this process kills the
+ *   child too. A wrapper killed between fork() and setpriv's prctl() would
+ *   leave the child running unseen: the shell that setpriv starts checks,
+ *   after the prctl(), that its parent is still this process, and gives up
+ *   otherwise. Without setpriv (not util-linux, or not Linux) the child runs
+ *   without that guarantee.
+ * - Lost signals: SIGTERM, SIGINT and SIGHUP (and SIGCHLD) are blocked from
+ *   before fork() and taken with sigtimedwait(), so none arrives between a
+ *   check and a blocking wait; each is passed on to the child, except one
+ *   the terminal sent to the whole foreground process group (SI_KERNEL),
+ *   which the child already got. The child unblocks them before exec.
+ * - A child's status read wrong: exit status as it is, 128 + N when signal N
+ *   ended it, as a shell reports it.
+ * - A forked child releasing the parent's lock: when exec fails the child
+ *   exits (127) without releasing anything (cron_guard() and the lock
+ *   classes leave a fork child's inherited hold alone).
+ */
+final class Supervisor
+{
+    /** What the shell started by setpriv runs: `$1` is this process's pid, then the command. */
+    const EXEC_SCRIPT = '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"';
+    /** si_code of a signal the kernel sent itself (a terminal's ^C to its foreground process group). */
+    const SI_KERNEL = 0x80;
+
+    /** @var string|null setpriv's path; null: none, the child runs without a parent-death signal */
+    private $setpriv;
+    /** @var int|null the running child's pid */
+    private $child;
+
+    /**
+     * @param array{setpriv?: string|null} $options 'setpriv': the setpriv binary (default: found
+     *        on PATH, then /usr/bin and /bin); null runs the child without it
+     */
+    public function __construct(array $options = [])
+    {
+        $this->setpriv = array_key_exists('setpriv', $options) ? $options['setpriv'] : self::findSetpriv();
+    }
+
+    /**
+     * Runs $command while cron_guard() holds $lock.
+     *
+     * @param \CronLock\Lock|string|null $lock what cron_guard() takes: a lock object or a lock name
+     * @param string[] $command the program and its arguments (looked up on PATH)
+     * @param array<string, mixed> $guardOptions cron_guard()'s options ('wait', 'on_busy', …)
+     * @return int|null the child's exit status (128 + N for signal N); null when cron_guard()
+     *         skipped the run (busy, or a signal ended the wait)
+     * @throws \CronLock\LockException from cron_guard() (the lock cannot be used)
+     * @throws \RuntimeException when the child cannot be started
+     */
+    public function runLocked($lock, array $command, array $guardOptions = [])
+    {
+        $status = cron_guard(function () use ($command) {
+            return $this->run($command);
+        }, $lock, $guardOptions);
+        return $status === null ? null : (int) $status;
+    }
+
+    /**
+     * Runs $command as a child, passing SIGTERM, SIGINT and SIGHUP on, until it ends.
+     *
+     * @param string[] $command
+     * @return int its exit status, 128 + N when signal N ended it
+     * @throws \RuntimeException without pcntl, or when fork() fails
+     */
+    public function run(array $command): int
+    {
+        if ($command === []) {
+            throw new \InvalidArgumentException('no command to run');
+        }
+        $missing = self::missingFunction();
+        if ($missing !== null) {
+            throw new \RuntimeException("running a command under a lock needs PHP's pcntl and posix extensions ($missing() is missing)");
+        }
+        $forwarded = [SIGTERM, SIGINT, SIGHUP];
+        $mask = array_merge($forwarded, [SIGCHLD]);
+        $before = [];
+        pcntl_sigprocmask(SIG_BLOCK, $mask, $before);
+        try {
+            $parent = getmypid();
+            $pid = pcntl_fork();
+            if ($pid === -1) {
+                throw new \RuntimeException('cannot start the command: fork() failed: ' . pcntl_strerror(pcntl_get_last_error()));
+            }
+            if ($pid === 0) {
+                $this->execChild($command, $parent, $before);
+            }
+            $this->child = $pid;
+            return $this->waitFor($pid, $mask, $forwarded);
+        } finally {
+            $this->child = null;
+            pcntl_sigprocmask(SIG_SETMASK, $before);
+        }
+    }
+
+    /** The pid of the child while run() waits for it (for a caller's own signal handling), else null. */
+    public function childPid()
+    {
+        return $this->child;
+    }
+
+    /**
+     * In the forked child: unblock, exec. Never returns.
+     *
+     * @param string[] $command
+     * @param int[] $mask the signal mask to restore
+     */
+    private function execChild(array $command, int $parent, array $mask)
+    {
+        pcntl_sigprocmask(SIG_SETMASK, $mask);
+        if ($this->setpriv !== null) {
+            $path = $this->setpriv;
+            $args = array_merge(['--pdeathsig', 'KILL', '--', '/bin/sh', '-c', self::EXEC_SCRIPT, 'cronlock-run', (string) $parent], $command);
+        } else {
+            $path = '/bin/sh';
+            $args = array_merge(['-c', 'exec "$@"', 'cronlock-run'], $command);
+        }
+        @pcntl_exec($path, $args);
+        fwrite(STDERR, sprintf("cronlock run: cannot execute %s: %s\n", $path, pcntl_strerror(pcntl_get_last_error())));
+        exit(127); // leaves the parent's lock alone: a fork child never releases it
+    }
+
+    /**
+     * @param int[] $mask blocked: the forwarded signals and SIGCHLD
+     * @param int[] $forwarded
+     */
+    private function waitFor(int $pid, array $mask, array $forwarded): int
+    {
+        while (true) {
+            $info = [];
+            // Wakes for a signal, or after 1 s to look again (SIGCHLDs merge).
+            $signal = @pcntl_sigtimedwait($mask, $info, 1);
+            if (is_int($signal) && in_array($signal, $forwarded, true)) {
+                $fromTerminal = isset($info['code']) && $info['code'] === self::SI_KERNEL;
+                if (!$fromTerminal) {
+                    posix_kill($pid, $signal);
+                }
+                continue;
+            }
+            $status = 0;
+            $reaped = pcntl_waitpid($pid, $status, WNOHANG);
+            if ($reaped === $pid) {
+                if (pcntl_wifsignaled($status)) {
+                    return 128 + pcntl_wtermsig($status);
+                }
+                return pcntl_wexitstatus($status);
+            }
+            if ($reaped === -1) {
+                throw new \RuntimeException("lost track of the command (pid $pid): waitpid() failed: " . pcntl_strerror(pcntl_get_last_error()));
+            }
+        }
+    }
+
+    /** @return string|null the first function run() needs that this PHP lacks */
+    public static function missingFunction()
+    {
+        foreach (['pcntl_fork', 'pcntl_exec', 'pcntl_sigprocmask', 'pcntl_sigtimedwait', 'pcntl_waitpid', 'posix_kill'] as $function) {
+            if (!function_exists($function)) {
+                return $function;
+            }
+        }
+        return null;
+    }
+
+    /** @return string|null */
+    private static function findSetpriv()
+    {
+        if (PHP_OS !== 'Linux') {
+            return null;
+        }
+        $dirs = array_merge(explode(':', (string) getenv('PATH')), ['/usr/bin', '/bin']);
+        foreach ($dirs as $dir) {
+            if ($dir !== '' && $dir[0] === '/' && is_file("$dir/setpriv") && is_executable("$dir/setpriv")) {
+                return "$dir/setpriv";
+            }
+        }
+        return null;
+    }
+}

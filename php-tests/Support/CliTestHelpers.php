@@ -1,0 +1,151 @@
+<?php
+
+declare(strict_types=1);
+
+namespace CronLock\Tests\Support;
+
+/**
+ * For the tests of the operator command cli/bin/cronlock: runs it as a
+ * real process with the implementation under test (the PHP this suite
+ * gives its children: the extension, or cronlock/polyfill through the
+ * suite's prepend file), or explicitly with the extension, with
+ * cronlock/polyfill (no extension), or with neither (a copy of cli/
+ * without the polyfill beside it, under `php -n`).
+ *
+ * Needs FileTestHelpers in the same class (startCommand() and friends).
+ */
+trait CliTestHelpers
+{
+    protected static function cronlockBin(): string
+    {
+        return dirname(__DIR__, 2) . '/cli/bin/cronlock';
+    }
+
+    /**
+     * The argv and environment of `cronlock ARGS` with $impl:
+     * 'suite' (as this suite runs), 'extension', 'polyfill' or 'bare'
+     * (neither: php -n, a copy of cli/ alone).
+     *
+     * @param list<string> $args
+     * @param array<string, string|false> $env merged over this process's
+     * @return array{0: list<string>, 1: array<string, string>}
+     */
+    protected function cronlockCommand(array $args, string $impl = 'suite', array $env = []): array
+    {
+        $full = getenv();
+        $bin = self::cronlockBin();
+        switch ($impl) {
+            case 'suite':
+                $cmd = self::phpCommand();
+                break;
+            case 'extension':
+                unset($full['PHP_INI_SCAN_DIR']);
+                $cmd = [PHP_BINARY, '-d', 'extension=' . self::extensionPath()];
+                break;
+            case 'polyfill':
+                // The system's ini files (phpredis, PDO, posix) without the
+                // cronlock extension: the command loads ../polyfill itself.
+                unset($full['PHP_INI_SCAN_DIR']);
+                $cmd = [PHP_BINARY];
+                break;
+            case 'bare':
+                unset($full['PHP_INI_SCAN_DIR']);
+                $copy = $this->makeTempDir('cli-copy');
+                self::copyTree(dirname($bin, 2), "$copy/cli");
+                $bin = "$copy/cli/bin/cronlock";
+                $cmd = [PHP_BINARY, '-n'];
+                break;
+            default:
+                throw new \InvalidArgumentException("unknown implementation $impl");
+        }
+        foreach ($env as $name => $value) {
+            if ($value === false) {
+                unset($full[$name]);
+            } else {
+                $full[$name] = $value;
+            }
+        }
+        return [array_merge($cmd, [$bin], $args), $full];
+    }
+
+    /**
+     * Run `cronlock ARGS` to its end; [exit status, stdout, stderr].
+     *
+     * @param list<string> $args
+     * @param array<string, string|false> $env
+     * @return array{0: int, 1: string, 2: string}
+     */
+    protected function cronlock(array $args, string $impl = 'suite', array $env = [], float $timeout = 30.0): array
+    {
+        [$cmd, $fullEnv] = $this->cronlockCommand($args, $impl, $env);
+        return $this->runCommand($cmd, $timeout, $fullEnv);
+    }
+
+    /**
+     * Start `cronlock ARGS`; returns a FileTestHelpers handle.
+     *
+     * @param list<string> $args
+     * @param array<string, string|false> $env
+     */
+    protected function startCronlock(array $args, string $impl = 'suite', array $env = []): int
+    {
+        [$cmd, $fullEnv] = $this->cronlockCommand($args, $impl, $env);
+        return $this->startCommand($cmd, $fullEnv);
+    }
+
+    /** Whether the extension can be loaded into a child (a build exists). */
+    protected static function extensionBuilt(): bool
+    {
+        return is_file(self::extensionPath());
+    }
+
+    /** The pids whose parent is $pid (from /proc). @return list<int> */
+    protected static function childrenOf(int $pid): array
+    {
+        $children = [];
+        foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
+            $text = @file_get_contents($stat);
+            if ($text !== false && (int) explode(' ', substr($text, strrpos($text, ')') + 2))[1] === $pid) {
+                $children[] = (int) basename(dirname($stat));
+            }
+        }
+        return $children;
+    }
+
+    /**
+     * Whether the kernel lists an flock() holder of $path (/proc/locks, exact
+     * device and inode), without taking the lock.
+     */
+    protected static function kernelHolds(string $path): bool
+    {
+        clearstatcache(true, $path);
+        $st = @stat($path);
+        if ($st === false) {
+            return false;
+        }
+        $want = sprintf('%02x:%02x:%d', ($st['dev'] >> 8) & 0xfff, ($st['dev'] & 0xff) | (($st['dev'] >> 12) & ~0xff), $st['ino']);
+        foreach (explode("\n", (string) file_get_contents('/proc/locks')) as $line) {
+            $f = preg_split('/\s+/', trim($line));
+            if (count($f) >= 6 && $f[1] === 'FLOCK' && $f[5] === $want) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static function copyTree(string $from, string $to): void
+    {
+        mkdir($to, 0755, true);
+        foreach (scandir($from) ?: [] as $entry) {
+            if ($entry === '.' || $entry === '..') {
+                continue;
+            }
+            if (is_dir("$from/$entry")) {
+                self::copyTree("$from/$entry", "$to/$entry");
+            } else {
+                copy("$from/$entry", "$to/$entry");
+                chmod("$to/$entry", fileperms("$from/$entry") & 0777);
+            }
+        }
+    }
+}
