@@ -113,6 +113,7 @@ final class AppProcess
 
     public function describe(): string
     {
+        $this->poll();
         return "\n--- stdout ---\n" . $this->out . "\n--- stderr ---\n" . $this->err;
     }
 

@@ -60,12 +60,13 @@ final class LaravelApp
         $packages = [];
         if ($bridge) {
             $psr4['CronLock\\Laravel\\'] = "$root/bridges/laravel/src/";
+            $psr4['CronLock\\Cli\\'] = "$root/cli/src/";
             $manifest = json_decode((string) file_get_contents("$root/bridges/laravel/composer.json"), true, 512, JSON_THROW_ON_ERROR);
             $manifest['version'] = 'dev-main';
             $packages[] = $manifest;
         }
         file_put_contents("$dir/vendor/autoload.php", "<?php\n"
-            . '// What Composer writes for laravel/framework + cronlock/polyfill' . ($bridge ? ' + cronlock/laravel' : '') . ".\n"
+            . '// What Composer writes for laravel/framework + cronlock/polyfill' . ($bridge ? ' + cronlock/laravel (+ cronlock/cli)' : '') . ".\n"
             . 'require_once ' . var_export("$root/polyfill/bootstrap.php", true) . ";\n"
             . 'require_once ' . var_export(self::ILLUMINATE, true) . ";\n"
             . '$psr4 = ' . var_export($psr4, true) . ";\n"
