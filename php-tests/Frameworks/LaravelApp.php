@@ -79,7 +79,8 @@ final class LaravelApp
             . '    }' . "\n"
             . "});\n");
         file_put_contents("$dir/vendor/composer/installed.json", json_encode(['packages' => $packages], JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES));
-        return new self($dir, $env + self::extensionEnv());
+        // COLUMNS: Symfony Console wraps messages at the terminal's width; the tests read them whole.
+        return new self($dir, $env + ['COLUMNS' => '400'] + self::extensionEnv());
     }
 
     public function dir(): string

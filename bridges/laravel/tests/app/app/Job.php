@@ -17,10 +17,14 @@ namespace App;
  * for its whole run (opened close-on-exec, so no program started later
  * inherits it); the kernel drops it the instant the job's process dies, so
  * a job that cannot take it at its start knows another one is alive.
+ *
+ * FIXTURE_JOB_SECONDS overrides the duration (a test's later tick that must
+ * not wait for a long job), FIXTURE_JOB_STATUS is the exit status.
  */
 final class Job
 {
-    public static function run(string $journal, string $label, float $seconds): void
+    /** @return int the exit status: FIXTURE_JOB_STATUS, else 0 */
+    public static function run(string $journal, string $label, float $seconds): int
     {
         if (($override = getenv('FIXTURE_JOB_SECONDS')) !== false && $override !== '') {
             $seconds = (float) $override; // a test's later tick that must not wait for a long job
@@ -38,6 +42,7 @@ final class Job
             flock($witness, LOCK_UN);
         }
         fclose($witness);
+        return (int) getenv('FIXTURE_JOB_STATUS');
     }
 
     private static function line(string $journal, string $line): void
