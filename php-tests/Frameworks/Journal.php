@@ -5,8 +5,7 @@ declare(strict_types=1);
 namespace CronLock\Tests\Frameworks;
 
 /**
- * The journal the test job writes (bridges/laravel/tests/app/app/Job.php,
- * bridges/symfony/tests/app/src/Job.php): one line per start and per end.
+ * The journal the test job writes (Fixture\Job): one line per start and per end.
  * A start with alone=0 is an overlap (the job saw another run alive).
  */
 final class Journal

@@ -56,7 +56,7 @@ final class LaravelApp
         foreach (['bootstrap/cache', 'storage/framework/cache/data', 'storage/logs', 'vendor/composer'] as $sub) {
             @mkdir("$dir/$sub", 0777, true);
         }
-        $psr4 = ['App\\' => "$dir/app/"];
+        $psr4 = ['App\\' => "$dir/app/", 'CronLock\\Tests\\Frameworks\\Fixture\\' => "$root/php-tests/Frameworks/Fixture/"];
         $packages = [];
         if ($bridge) {
             $psr4['CronLock\\Laravel\\'] = "$root/bridges/laravel/src/";
@@ -96,12 +96,13 @@ final class LaravelApp
 
     /**
      * The schedule: PHP statements with $schedule (Illuminate\Console\Scheduling\Schedule)
-     * and $journal (the path of the journal the test reads) in scope.
+     * and $journal (the path of the journal the test reads) in scope, and
+     * Job the test job (Fixture\Job).
      */
     public function schedule(string $statements, ?string $journal = null): void
     {
         $journal ??= $this->journal()->path();
-        file_put_contents("$this->dir/schedule.php", "<?php\n\nuse Illuminate\\Console\\Scheduling\\Schedule;\n\n"
+        file_put_contents("$this->dir/schedule.php", "<?php\n\nuse CronLock\\Tests\\Frameworks\\Fixture\\Job;\nuse Illuminate\\Console\\Scheduling\\Schedule;\n\n"
             . 'return function (Schedule $schedule) {' . "\n"
             . '    $journal = ' . var_export($journal, true) . ";\n"
             . "    $statements\n};\n");

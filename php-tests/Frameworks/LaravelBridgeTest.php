@@ -147,7 +147,7 @@ final class LaravelBridgeTest extends LaravelTestCase
         $redis = RedisServer::start();
         $app = $this->app(true);
         $app->config('cronlock', ['backend' => 'redis', 'dsn' => $redis->dsn(), 'ttl' => 30.0, 'prefix' => 'app:']);
-        $app->schedule('$schedule->call(fn () => \App\Job::run($journal, "cb", 120))->name("cb")->everyMinute()->withoutOverlapping();');
+        $app->schedule('$schedule->call(fn () => Job::run($journal, "cb", 120))->name("cb")->everyMinute()->withoutOverlapping();');
         $tick = $app->tick(self::clock(0));
         $app->journal()->waitForStarts(1, 30.0, $tick);
         $key = 'app:schedule-' . sha1('cb');

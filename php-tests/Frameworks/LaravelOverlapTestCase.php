@@ -132,7 +132,7 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
         $app->schedule([
             'fg' => $job . ';',
             'bg' => $job . '->runInBackground();',
-            'cb' => sprintf('$schedule->call(fn () => \App\Job::run($journal, "cb", %s))->name("cb")->everyMinute()->withoutOverlapping();', var_export($seconds, true)),
+            'cb' => sprintf('$schedule->call(fn () => Job::run($journal, "cb", %s))->name("cb")->everyMinute()->withoutOverlapping();', var_export($seconds, true)),
         ][$type]);
         return $app;
     }

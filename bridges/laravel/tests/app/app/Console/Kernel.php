@@ -24,7 +24,7 @@ class Kernel extends ConsoleKernel
     protected function commands()
     {
         Artisan::command('fixture:job {journal} {label} {seconds}', function (string $journal, string $label, string $seconds) {
-            return \App\Job::run($journal, $label, (float) $seconds);
+            return \CronLock\Tests\Frameworks\Fixture\Job::run($journal, $label, (float) $seconds);
         })->describe('The test job: writes its start and end to a journal');
     }
 }

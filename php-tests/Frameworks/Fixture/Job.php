@@ -1,10 +1,11 @@
 <?php
 
-namespace App;
+namespace CronLock\Tests\Frameworks\Fixture;
 
 /**
- * The job of every scheduled event in the tests, in whatever process runs it
- * (a command's own process, or schedule:run for a callback event).
+ * The job of the framework tests, in whatever process runs it: a Laravel
+ * command event's own process, schedule:run for a callback event, a Symfony
+ * console command (bridges/laravel/tests/app, bridges/symfony/tests/app).
  *
  * It appends one line when it starts and one when it ends to the journal:
  *
