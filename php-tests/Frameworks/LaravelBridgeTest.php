@@ -77,6 +77,24 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertSame("after 3\n", file_get_contents($done));
     }
 
+    public function testExpiresAtEndsAJobThatRunsThatLong(): void
+    {
+        $app = $this->app(true);
+        $out = $app->dir() . '/event.out';
+        $app->schedule('$schedule->command("fixture:job", [$journal, "fg", 120])->everyMinute()->withoutOverlapping(0.05)->appendOutputTo(' . var_export($out, true) . ');');
+        $tick = $app->tick(self::clock(0));
+        $job = $app->journal()->waitForStarts(1, 30.0, $tick);
+        self::assertStringContainsString('No scheduled commands are ready to run.', self::runTick($app, 1), 'a tick within the bound skips');
+        self::waitUntil(fn () => !self::processAlive($job['pid']), 'the job to be ended at 3 s (0.05 min)', 30.0);
+        $ended = microtime(true) - $job['t'];
+        $tick->succeed();
+        self::assertStringContainsString('the job ran 0.05 min, its withoutOverlapping() bound: ending it (SIGTERM)', (string) file_get_contents($out));
+        self::runTick($app, 2, ['FIXTURE_JOB_SECONDS' => '0']);
+        self::assertCount(2, $app->journal()->starts(), 'the next tick runs it');
+        self::assertSame(0, $app->journal()->overlaps());
+        self::note(sprintf('withoutOverlapping(0.05): the job was ended %.2f s after it started', $ended));
+    }
+
     public function testClearCacheNamesTheHolderAndLeavesItUnlessForced(): void
     {
         $app = $this->app(true);

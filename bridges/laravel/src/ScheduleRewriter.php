@@ -31,6 +31,10 @@ use SplObjectStorage;
  *   for display, and the commands are then left (or put back) as written.
  * - Events added after the schedule was resolved (a package that adds them
  *   later) are rewritten when the mutex first sees them (see ensure()).
+ * - withoutOverlapping($expiresAt) was a timer after which Laravel let the
+ *   next run in, whether or not the last one still ran; a lock that lives
+ *   exactly as long as its job needs none, so it becomes a bound on the
+ *   job: cronlock:run ends a job that runs $expiresAt minutes (--expires).
  */
 final class ScheduleRewriter
 {
@@ -62,7 +66,7 @@ final class ScheduleRewriter
         }
         $lock = Locks::lockName($event);
         $this->wrapped[$event] = ['lock' => $lock, 'original' => $event->command];
-        $event->command = self::wrap($lock, $event->command);
+        $event->command = self::wrap($lock, $event->command, (float) $event->expiresAt);
     }
 
     /**
@@ -96,10 +100,11 @@ final class ScheduleRewriter
         return $this->wrapped->contains($event) ? $this->wrapped[$event]['original'] : $event->command;
     }
 
-    /** The command cronlock:run is given for $command under the lock $lock. */
-    public static function wrap(string $lock, string $command): string
+    /** The command cronlock:run is given for $command under the lock $lock, ended after $minutes. */
+    public static function wrap(string $lock, string $command, float $minutes): string
     {
-        return Application::formatCommandString(self::COMMAND) . ' ' . $lock . ' ' . base64_encode($command);
+        return Application::formatCommandString(self::COMMAND) . ' ' . $lock . ' ' . base64_encode($command)
+            . ' --expires=' . rtrim(rtrim(sprintf('%.3F', $minutes), '0'), '.');
     }
 
     /** The user's command from cronlock:run's argument; null if it is not one wrap() made. */
