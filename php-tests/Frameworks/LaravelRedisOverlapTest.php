@@ -38,4 +38,9 @@ final class LaravelRedisOverlapTest extends LaravelOverlapTestCase
     {
         return false;
     }
+
+    protected function filterSeesTheHolder(): bool
+    {
+        return false; // until CronLock\Redis can say who holds a key without taking it
+    }
 }

@@ -27,6 +27,9 @@ use InvalidArgumentException;
  */
 final class Locks
 {
+    /** Seconds a Redis key lives unless renewed (config 'ttl' null). */
+    private const REDIS_TTL = 30.0;
+
     /** @var array<string, mixed> */
     private $config;
     /** @var string */
@@ -70,10 +73,10 @@ final class Locks
     {
         switch ($this->backend()) {
             case 'redis':
-                $ttl = $this->config['ttl'] ?? null;
-                return $ttl === null
-                    ? new Redis($this->config['dsn'], $this->prefix() . $name)
-                    : new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
+                // A short TTL renewed while the holder lives: what a kill -9 costs.
+                // null: cronlock's own default (30 s, as its lease will be).
+                $ttl = $this->config['ttl'] ?? self::REDIS_TTL;
+                return new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
             case 'database':
                 return new Database($this->config['dsn'], $this->prefix() . $name, [
                     'user' => $this->config['username'] ?? null,
