@@ -30,3 +30,23 @@ cronlock-clean:
 	fi
 
 .PHONY: cronlock-clean
+
+# cronlock, the operator command (cli/, PHP): make install copies it to
+# $(CRONLOCK_CLI_DIR) and writes $(CRONLOCK_BINDIR)/cronlock, a two-line
+# shell script that runs it with the PHP this extension was built for (so
+# `cronlock run` has the extension, whichever php is first on PATH).
+CRONLOCK_CLI_DIR = $(prefix)/share/cronlock/cli
+CRONLOCK_BINDIR = $(exec_prefix)/bin
+
+install: install-cronlock-cli
+install-cronlock-cli:
+	@echo "Installing the cronlock command:  $(INSTALL_ROOT)$(CRONLOCK_BINDIR)/cronlock"
+	@rm -rf "$(INSTALL_ROOT)$(CRONLOCK_CLI_DIR)"
+	@$(mkinstalldirs) "$(INSTALL_ROOT)$(CRONLOCK_CLI_DIR)" "$(INSTALL_ROOT)$(CRONLOCK_BINDIR)"
+	@cp -R "$(top_srcdir)/cli/." "$(INSTALL_ROOT)$(CRONLOCK_CLI_DIR)"
+	@chmod -R u=rwX,go=rX "$(INSTALL_ROOT)$(CRONLOCK_CLI_DIR)"
+	@chmod 755 "$(INSTALL_ROOT)$(CRONLOCK_CLI_DIR)/bin/cronlock"
+	@printf '#!/bin/sh\nexec %s %s "$$@"\n' "'$(CRONLOCK_PHP)'" "'$(CRONLOCK_CLI_DIR)/bin/cronlock'" > "$(INSTALL_ROOT)$(CRONLOCK_BINDIR)/cronlock"
+	@chmod 755 "$(INSTALL_ROOT)$(CRONLOCK_BINDIR)/cronlock"
+
+.PHONY: install-cronlock-cli

@@ -122,7 +122,8 @@ build_ext() {
 # configure refuses an old or broken cargo, then loads the installed
 # cronlock.so
 # with PHP's compiled-in defaults (php -n): php --ri must name the PHP API
-# it was built for, and one File lock must be taken and given back.
+# it was built for, and one File lock must be taken and given back; and the
+# operator command make install puts in <prefix>/bin/cronlock must run.
 # cargo's target directory is shared with the checkout's (or
 # $CARGO_TARGET_DIR) so that only the cronlock crate itself is rebuilt.
 phpize_build() {
@@ -185,6 +186,14 @@ phpize_build() {
         unlink($lock->path());
         echo $ok ? "lock round trip: ok\n" : "lock round trip: FAILED\n";
         exit($ok ? 0 : 1);'
+    # make install also installs the operator command (cli/, Makefile.frag)
+    local prefix
+    prefix="$("$php_config" --prefix)"
+    grep -q "'$prefix/share/cronlock/cli/bin/cronlock'" "$dir/root$prefix/bin/cronlock" 2>/dev/null \
+        || { echo "make install wrote no $prefix/bin/cronlock that runs the cronlock command" >&2; return 1; }
+    "$php" -n -d "extension=$so" "$dir/root$prefix/share/cronlock/cli/bin/cronlock" status "$dir/src/cli" >/dev/null \
+        || { echo "the cronlock command make install put in $prefix/share/cronlock/cli does not run" >&2; return 1; }
+    echo "cronlock command: $prefix/bin/cronlock"
 }
 
 # ext_ini_dir: new temp dir with cronlock.ini loading our build; prints it.

@@ -62,7 +62,11 @@ final class RunCommand
         }
         switch ($given[0]) {
             case 'lock':
-                return (string) $args->value('lock');
+                // a File object where cron_guard() would use this very file, so a busy
+                // lock is found by an acquire() that logs nothing (Supervisor)
+                $name = (string) $args->value('lock');
+                $file = LockDirectory::current()->namedLockFile($name);
+                return $file === null ? $name : new \CronLock\File($file[0], ['mode' => $file[1]]);
             case 'file':
                 return new \CronLock\File((string) $args->value('file'));
             case 'redis':

@@ -12,10 +12,9 @@ namespace CronLock\Cli;
  *   // null: skipped (busy, or the wait was interrupted); else the child's exit status
  *
  * Traps it closes:
- * - The lock outliving the work, or the work outliving the lock: the lock is
- *   taken and released by cron_guard() around the child's whole lifetime
- *   (same names, directory, busy line and release on every way out as any
- *   cron_guard() job), and the child is started through util-linux
+ * - The lock outliving the work, or the work outliving the lock: the child
+ *   runs inside cron_guard() (same names, directory and release on every
+ *   way out as any cron_guard() job), and is started through util-linux
  *   `setpriv --pdeathsig KILL`, so a `kill -9` of this process kills the
  *   child too. A wrapper killed between fork() and setpriv's prctl() would
  *   leave the child running unseen: the shell that setpriv starts checks,
@@ -29,6 +28,8 @@ namespace CronLock\Cli;
  *   which the child already got. The child unblocks them before exec.
  * - A child's status read wrong: exit status as it is, 128 + N when signal N
  *   ended it, as a shell reports it.
+ * - A skip that mails the admin: a busy lock object is found busy by its own
+ *   acquire(), which logs nothing.
  * - A forked child releasing the parent's lock: when exec fails the child
  *   exits (127) without releasing anything (cron_guard() and the lock
  *   classes leave a fork child's inherited hold alone).
@@ -57,19 +58,41 @@ final class Supervisor
     /**
      * Runs $command while cron_guard() holds $lock.
      *
+     * A lock object is tried first with its own acquire(), which logs
+     * nothing: a busy lock is the normal case of a skipped run, not
+     * something to mail about. Once held, cron_guard() runs the child on
+     * that hold (a job under a hold its caller took), and the hold is
+     * released here. A lock name goes to cron_guard() as it is (its busy
+     * line is logged).
+     *
      * @param \CronLock\Lock|string|null $lock what cron_guard() takes: a lock object or a lock name
      * @param string[] $command the program and its arguments (looked up on PATH)
      * @param array<string, mixed> $guardOptions cron_guard()'s options ('wait', 'on_busy', …)
-     * @return int|null the child's exit status (128 + N for signal N); null when cron_guard()
-     *         skipped the run (busy, or a signal ended the wait)
-     * @throws \CronLock\LockException from cron_guard() (the lock cannot be used)
+     * @return int|null the child's exit status (128 + N for signal N); null when the run was
+     *         skipped (busy, or a signal ended the wait)
+     * @throws \CronLock\LockException from the lock or cron_guard() (the lock cannot be used)
      * @throws \RuntimeException when the child cannot be started
      */
     public function runLocked($lock, array $command, array $guardOptions = [])
     {
-        $status = cron_guard(function () use ($command) {
+        $job = function () use ($command) {
             return $this->run($command);
-        }, $lock, $guardOptions);
+        };
+        if (!$lock instanceof \CronLock\Lock || $lock->isHeld()) {
+            $status = cron_guard($job, $lock, $guardOptions);
+            return $status === null ? null : (int) $status;
+        }
+        if (!$lock->acquire(isset($guardOptions['wait']) ? (float) $guardOptions['wait'] : 0.0)) {
+            return null;
+        }
+        unset($guardOptions['wait']);
+        try {
+            $status = cron_guard($job, $lock, $guardOptions);
+        } finally {
+            if ($lock->isHeld()) {
+                $lock->release();
+            }
+        }
         return $status === null ? null : (int) $status;
     }
 

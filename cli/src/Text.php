@@ -41,6 +41,12 @@ final class Text
         return $out;
     }
 
+    /** $text as is when it is UTF-8 (for JSON), else escaped as oneLine() does. */
+    public static function utf8(string $text): string
+    {
+        return preg_match('//u', $text) ? $text : self::oneLine($text);
+    }
+
     /** $text cut to $max characters with `…`, as cron_guard() cuts names and paths (200). */
     public static function cut(string $text, int $max = 200): string
     {

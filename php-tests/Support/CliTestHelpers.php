@@ -22,18 +22,16 @@ trait CliTestHelpers
     }
 
     /**
-     * The argv and environment of `cronlock ARGS` with $impl:
-     * 'suite' (as this suite runs), 'extension', 'polyfill' or 'bare'
-     * (neither: php -n, a copy of cli/ alone).
+     * The php argv and environment of $impl: 'suite' (as this suite runs its
+     * children), 'extension', 'polyfill' (the system's ini files, no
+     * extension, cronlock/polyfill prepended) or 'bare' (php -n, nothing).
      *
-     * @param list<string> $args
      * @param array<string, string|false> $env merged over this process's
      * @return array{0: list<string>, 1: array<string, string>}
      */
-    protected function cronlockCommand(array $args, string $impl = 'suite', array $env = []): array
+    protected static function phpFor(string $impl, array $env = []): array
     {
         $full = getenv();
-        $bin = self::cronlockBin();
         switch ($impl) {
             case 'suite':
                 $cmd = self::phpCommand();
@@ -43,16 +41,11 @@ trait CliTestHelpers
                 $cmd = [PHP_BINARY, '-d', 'extension=' . self::extensionPath()];
                 break;
             case 'polyfill':
-                // The system's ini files (phpredis, PDO, posix) without the
-                // cronlock extension: the command loads ../polyfill itself.
                 unset($full['PHP_INI_SCAN_DIR']);
-                $cmd = [PHP_BINARY];
+                $cmd = [PHP_BINARY, '-d', 'auto_prepend_file=' . dirname(__DIR__, 2) . '/polyfill/bootstrap.php'];
                 break;
             case 'bare':
                 unset($full['PHP_INI_SCAN_DIR']);
-                $copy = $this->makeTempDir('cli-copy');
-                self::copyTree(dirname($bin, 2), "$copy/cli");
-                $bin = "$copy/cli/bin/cronlock";
                 $cmd = [PHP_BINARY, '-n'];
                 break;
             default:
@@ -65,7 +58,45 @@ trait CliTestHelpers
                 $full[$name] = $value;
             }
         }
-        return [array_merge($cmd, [$bin], $args), $full];
+        return [$cmd, $full];
+    }
+
+    /**
+     * The argv and environment of `cronlock ARGS` run by $impl's php (see
+     * phpFor(); 'bare' runs a copy of cli/ without the polyfill beside it).
+     *
+     * @param list<string> $args
+     * @param array<string, string|false> $env
+     * @param list<string> $phpArgs more php options (-d …)
+     * @return array{0: list<string>, 1: array<string, string>}
+     */
+    protected function cronlockCommand(array $args, string $impl = 'suite', array $env = [], array $phpArgs = []): array
+    {
+        [$cmd, $full] = self::phpFor($impl, $env);
+        $bin = self::cronlockBin();
+        if ($impl === 'polyfill') {
+            // the command loads ../polyfill itself when the extension is absent
+            $cmd = [PHP_BINARY];
+        }
+        if ($impl === 'bare') {
+            $copy = $this->makeTempDir('cli-copy');
+            self::copyTree(dirname($bin, 2), "$copy/cli");
+            $bin = "$copy/cli/bin/cronlock";
+        }
+        return [array_merge($cmd, $phpArgs, [$bin], $args), $full];
+    }
+
+    /**
+     * Start PHP $code (no opening tag) with $impl's php; returns a FileTestHelpers handle.
+     *
+     * @param list<string> $args
+     */
+    protected function startPhp(string $impl, string $code, array $args = []): int
+    {
+        $dir = $this->makeTempDir('cli-php');
+        file_put_contents("$dir/child.php", "<?php\n$code\n");
+        [$cmd, $env] = self::phpFor($impl);
+        return $this->startCommand(array_merge($cmd, ["$dir/child.php"], $args), $env);
     }
 
     /**
@@ -73,11 +104,12 @@ trait CliTestHelpers
      *
      * @param list<string> $args
      * @param array<string, string|false> $env
+     * @param list<string> $phpArgs
      * @return array{0: int, 1: string, 2: string}
      */
-    protected function cronlock(array $args, string $impl = 'suite', array $env = [], float $timeout = 30.0): array
+    protected function cronlock(array $args, string $impl = 'suite', array $env = [], array $phpArgs = [], float $timeout = 30.0): array
     {
-        [$cmd, $fullEnv] = $this->cronlockCommand($args, $impl, $env);
+        [$cmd, $fullEnv] = $this->cronlockCommand($args, $impl, $env, $phpArgs);
         return $this->runCommand($cmd, $timeout, $fullEnv);
     }
 
@@ -131,6 +163,41 @@ trait CliTestHelpers
             }
         }
         return false;
+    }
+
+    /**
+     * The rows of `cronlock status`'s table under the heading $title, keyed by
+     * their first column; each row maps the header's column names to cells.
+     *
+     * @return array<string, array<string, string>>
+     */
+    protected static function statusTable(string $out, string $title): array
+    {
+        $lines = explode("\n", $out);
+        $at = array_search($title, $lines, true);
+        if ($at === false) {
+            throw new \RuntimeException("no heading '$title' in:\n$out");
+        }
+        // a note line may come first ("  through phpredis")
+        for ($h = $at + 1; isset($lines[$h]) && !preg_match('/\A  (NAME|KEY)  /', $lines[$h]); $h++) {
+            if (!str_starts_with($lines[$h], '  ')) {
+                return [];
+            }
+        }
+        if (!isset($lines[$h])) {
+            return [];
+        }
+        preg_match_all('/\S+(?: \S+)*/', $lines[$h], $m, PREG_OFFSET_CAPTURE);
+        $rows = [];
+        for ($i = $h + 1; isset($lines[$i]) && strncmp($lines[$i], '  ', 2) === 0 && $lines[$i][2] !== '*'; $i++) {
+            $row = [];
+            foreach ($m[0] as $n => [$name, $offset]) {
+                $next = $m[0][$n + 1][1] ?? null;
+                $row[$name] = trim($next === null ? (string) substr($lines[$i], $offset) : (string) substr($lines[$i], $offset, $next - $offset));
+            }
+            $rows[reset($row)] = $row;
+        }
+        return $rows;
     }
 
     private static function copyTree(string $from, string $to): void

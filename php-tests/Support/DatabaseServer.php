@@ -9,6 +9,7 @@ namespace CronLock\Tests\Support;
  *
  *   $db = DatabaseServer::start('mysql');   // mariadbd on a free 127.0.0.1 port
  *   $db = DatabaseServer::start('pgsql');   // postgres 15 on a free 127.0.0.1 port
+ *   $db = DatabaseServer::start('mysql', ['--performance-schema=ON']);   // more server arguments
  *   $db->dsn(); $db->user(); $db->password(); $db->pdo();
  *   $db->client('SELECT 1');                // plain mysql / psql, by hand
  *   $db->restart(); $db->stop();
@@ -39,6 +40,8 @@ final class DatabaseServer
     private string $kind;
     private string $dir;
     private int $port;
+    /** @var list<string> */
+    private array $serverArgs = [];
 
     private function __construct(string $kind, string $dir, int $port)
     {
@@ -70,7 +73,8 @@ final class DatabaseServer
         return null;
     }
 
-    public static function start(string $kind): self
+    /** @param list<string> $serverArgs more arguments of mariadbd or postgres (after ours, so they win) */
+    public static function start(string $kind, array $serverArgs = []): self
     {
         if (!in_array($kind, ['mysql', 'pgsql'], true)) {
             throw new \InvalidArgumentException("unknown database kind $kind");
@@ -79,6 +83,7 @@ final class DatabaseServer
         $last = '';
         for ($attempt = 1; $attempt <= 3; $attempt++) {
             $server = new self($kind, self::makeTempDir($kind), self::freePort());
+            $server->serverArgs = $serverArgs;
             try {
                 $server->init();
                 $server->spawn();
@@ -296,6 +301,7 @@ final class DatabaseServer
                 '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
                 '-c', 'max_connections=200', '-c', 'shared_buffers=16MB', '-c', 'logging_collector=off']);
         }
+        $cmd = array_merge($cmd, $this->serverArgs);
         $log = fopen($this->dir . '/server.log', 'a');
         $proc = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => $log, 2 => $log], $pipes);
         fclose($log);
