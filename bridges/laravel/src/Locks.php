@@ -3,6 +3,7 @@
 namespace CronLock\Laravel;
 
 use CronLock\Database;
+use CronLock\Cli\KernelLocks;
 use CronLock\File;
 use CronLock\Lock;
 use CronLock\Redis;
@@ -89,20 +90,33 @@ final class Locks
 
     /**
      * Who holds the lock on $name right now, asked without taking it:
-     * "pid 4711" (File), the server's words for a Database lock ("MySQL
-     * connection 17 from cron@10.0.0.5:51234"). null when it is free, and
-     * also when cronlock cannot tell without taking it: a File whose locker
-     * cannot be named (it exited and a child kept the descriptor, or it is
-     * another user's process), and every Redis key (CronLock\Redis has no
-     * side-effect-free question yet). A null therefore never proves the lock
-     * free; whoever then runs the event acquires it for real.
+     * "pid 4711" (File), "a process cronlock cannot name (…)" for a File
+     * lock the kernel lists whose locker holderPid() cannot name (it exited
+     * and a child kept the descriptor, or it is another user's process:
+     * cronlock/cli's reading of /proc/locks), the server's words for a
+     * Database lock ("MySQL connection 17 from cron@10.0.0.5:51234"). null
+     * when it is free, and also for every Redis key (CronLock\Redis has no
+     * side-effect-free question yet), or where /proc/locks cannot be read.
+     * A null therefore never proves the lock free; whoever then runs the
+     * event acquires it for real.
      */
     public function holder(string $name): ?string
     {
         $lock = $this->make($name);
         if ($lock instanceof File) {
             $pid = $lock->holderPid();
-            return $pid === null ? null : "pid $pid";
+            if ($pid !== null) {
+                return "pid $pid";
+            }
+            // holderPid() is null for free and for a holder it cannot name: ask the kernel's list.
+            $stat = @stat($lock->path());
+            $holders = $stat === false ? [] : KernelLocks::read()->holders($stat['dev'], $stat['ino']);
+            if ($holders === []) {
+                return null;
+            }
+            $locker = $holders[0]['pid'];
+            return $locker === null ? 'a process cronlock cannot name'
+                : "a process cronlock cannot name (pid $locker locked it and is gone, or is not ours to inspect)";
         }
         if ($lock instanceof Database) {
             return $lock->holder();

@@ -19,8 +19,7 @@ use Illuminate\Console\Command;
  * death signal), TERM, INT and HUP are passed on to it, and the exit status
  * is the job's (128 + N for signal N). When another run holds the lock (two
  * ticks that both passed the scheduler's look, see CronLockEventMutex) the
- * job is not started: cron_guard()'s busy line goes to the event's output
- * and the status is 0, as for any skipped cron_guard() run. A job that runs
+ * job is not started, quietly, and the status is 0, as for `cronlock run`. A job that runs
  * longer than its event's withoutOverlapping() $expiresAt is ended
  * (endAfter()).
  */
