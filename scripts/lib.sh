@@ -69,6 +69,10 @@ ensure_deps() {
     # cronlock/polyfill's Redis clients: phpredis, and predis for the run without it
     pkg_installed "php$PHP_VER-redis" || missing+=("php$PHP_VER-redis")
     pkg_installed php-predis || missing+=(php-predis)
+    # bridges/laravel and bridges/symfony: their tests run the real frameworks
+    pkg_installed php-laravel-framework || missing+=(php-laravel-framework)
+    pkg_installed php-symfony-lock || missing+=(php-symfony-lock)
+    pkg_installed php-symfony-console || missing+=(php-symfony-console)
     # opcache (php-tests/OpcacheTest.php, torture fpm): how production runs PHP
     pkg_installed "php$PHP_VER-opcache" || missing+=("php$PHP_VER-opcache")
     # pcntl (built into Debian's php-cli) and posix (php-common)

@@ -1,0 +1,156 @@
+<?php
+
+namespace CronLock\Laravel;
+
+use CronLock\Database;
+use CronLock\Cli\KernelLocks;
+use CronLock\File;
+use CronLock\Lock;
+use CronLock\Redis;
+use Illuminate\Console\Scheduling\Event;
+use InvalidArgumentException;
+
+/**
+ * The application's cronlock configuration (config/cronlock.php) made into
+ * locks: the one place that knows the name of an event's lock, which class
+ * holds it, and how to ask who holds it without taking it.
+ *
+ * Traps it closes:
+ * - Two processes of one event must lock the same thing: the name is derived
+ *   from what every process that builds the schedule computes alike
+ *   (Laravel's mutex name of the event as the user wrote it, see lockName()),
+ *   never from a process's own state.
+ * - The DSN and the password are read from the configuration by the process
+ *   that locks; nothing here ever puts them into a command line.
+ * - Asking "is it held?" never takes the lock: a probe that acquires and
+ *   releases can make a real acquire fail at that instant (and bumps Redis
+ *   fencing counters), see holder().
+ */
+final class Locks
+{
+    /** Seconds a Redis key lives unless renewed (config 'ttl' null). */
+    private const REDIS_TTL = 30.0;
+
+    /** @var array<string, mixed> */
+    private $config;
+    /** @var string */
+    private $defaultDirectory;
+
+    /**
+     * @param array<string, mixed> $config config('cronlock')
+     * @param string $defaultDirectory where lock files go when the config names no directory
+     */
+    public function __construct(array $config, string $defaultDirectory)
+    {
+        $this->config = $config;
+        $this->defaultDirectory = $defaultDirectory;
+        if (!in_array($this->backend(), ['file', 'redis', 'database'], true)) {
+            throw new InvalidArgumentException(sprintf("config('cronlock.backend') must be file, redis or database, not '%s'", $this->backend()));
+        }
+        if ($this->backend() !== 'file' && (string) ($config['dsn'] ?? '') === '') {
+            throw new InvalidArgumentException(sprintf("config('cronlock.dsn') is empty: the %s backend needs the DSN of its server (CRONLOCK_DSN)", $this->backend()));
+        }
+    }
+
+    public function backend(): string
+    {
+        return (string) ($this->config['backend'] ?? 'file');
+    }
+
+    /**
+     * The lock name of an event as it stands: Laravel's mutex name without
+     * its "framework/" directory, "schedule-" and the SHA-1 of the cron
+     * expression and the command (of the description, for a callback
+     * event). ScheduleRewriter takes it before it rewrites a command, so the
+     * name stays that of the command the user wrote.
+     */
+    public static function lockName(Event $event): string
+    {
+        return basename(str_replace('\\', '/', $event->mutexName()));
+    }
+
+    /** A new, not yet acquired lock on $name. */
+    public function make(string $name): Lock
+    {
+        switch ($this->backend()) {
+            case 'redis':
+                // A short TTL renewed while the holder lives: what a kill -9 costs.
+                // null: cronlock's own default (30 s, as its lease will be).
+                $ttl = $this->config['ttl'] ?? self::REDIS_TTL;
+                return new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
+            case 'database':
+                return new Database($this->config['dsn'], $this->prefix() . $name, [
+                    'user' => $this->config['username'] ?? null,
+                    'password' => $this->config['password'] ?? null,
+                ]);
+            default:
+                return new File($this->directory() . '/' . $name . '.lock');
+        }
+    }
+
+    /**
+     * Who holds the lock on $name right now, asked without taking it:
+     * "pid 4711" (File), "a process cronlock cannot name (…)" for a File
+     * lock the kernel lists whose locker holderPid() cannot name (it exited
+     * and a child kept the descriptor, or it is another user's process:
+     * cronlock/cli's reading of /proc/locks), the server's words for a
+     * Database lock ("MySQL connection 17 from cron@10.0.0.5:51234"). null
+     * when it is free, and also for every Redis key (CronLock\Redis has no
+     * side-effect-free question yet), or where /proc/locks cannot be read.
+     * A null therefore never proves the lock free; whoever then runs the
+     * event acquires it for real.
+     */
+    public function holder(string $name): ?string
+    {
+        $lock = $this->make($name);
+        if ($lock instanceof File) {
+            $pid = $lock->holderPid();
+            if ($pid !== null) {
+                return "pid $pid";
+            }
+            // holderPid() is null for free and for a holder it cannot name: ask the kernel's list.
+            $stat = @stat($lock->path());
+            $holders = $stat === false ? [] : KernelLocks::read()->holders($stat['dev'], $stat['ino']);
+            if ($holders === []) {
+                return null;
+            }
+            $locker = $holders[0]['pid'];
+            return $locker === null ? 'a process cronlock cannot name'
+                : "a process cronlock cannot name (pid $locker locked it and is gone, or is not ours to inspect)";
+        }
+        if ($lock instanceof Database) {
+            return $lock->holder();
+        }
+        return null;
+    }
+
+    /** Where this backend keeps $name, for messages: a path, a key or a lock name (never the DSN). */
+    public function describe(string $name): string
+    {
+        switch ($this->backend()) {
+            case 'redis':
+                return sprintf("Redis key '%s'", $this->prefix() . $name);
+            case 'database':
+                return sprintf("database lock '%s'", $this->prefix() . $name);
+            default:
+                return $this->directory() . '/' . $name . '.lock';
+        }
+    }
+
+    private function prefix(): string
+    {
+        return (string) ($this->config['prefix'] ?? '');
+    }
+
+    private function directory(): string
+    {
+        $dir = (string) ($this->config['directory'] ?? '');
+        if ($dir === '') {
+            $dir = $this->defaultDirectory;
+        }
+        if (!is_dir($dir) && !@mkdir($dir, 0755, true) && !is_dir($dir)) {
+            throw new \CronLock\LockException("cannot create the lock directory $dir: " . (error_get_last()['message'] ?? 'unknown error'));
+        }
+        return $dir;
+    }
+}

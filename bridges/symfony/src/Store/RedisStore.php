@@ -1,0 +1,136 @@
+<?php
+
+namespace CronLock\Symfony\Store;
+
+use CronLock\Redis;
+use Symfony\Component\Lock\BlockingStoreInterface;
+use Symfony\Component\Lock\Exception\InvalidTtlException;
+use Symfony\Component\Lock\Exception\LockConflictedException;
+use Symfony\Component\Lock\Exception\LockExpiredException;
+use Symfony\Component\Lock\Key;
+use Symfony\Component\Lock\Store\ExpiringStoreTrait;
+
+/**
+ * A symfony/lock store over CronLock\Redis: one key per resource
+ * ("<prefix><resource>"), token-checked renew and release, waits that wake
+ * on the release (BlockingStoreInterface), every DSN cronlock takes
+ * (Sentinel, Cluster and Redlock lists with the extension).
+ *
+ * Expiry: save() sets the key for the store's initial TTL (as Symfony's own
+ * RedisStore); Lock::refresh() (putOffExpiration) sets it to the TTL given.
+ * With 'auto_renew' => true cronlock renews the key every third of the
+ * initial TTL while the process lives instead (for a console command that
+ * runs as long as it needs); refresh() still sets the TTL it is given.
+ *
+ * exists() asks the server: a token-checked PEXPIRE to the expiry this Key
+ * was last given (never later: a lock whose TTL ran out is not revived;
+ * with auto_renew, to the initial TTL, which is what the renewals do
+ * anyway). A key deleted, evicted or taken over is reported lost.
+ */
+final class RedisStore implements BlockingStoreInterface
+{
+    use ExpiringStoreTrait;
+    use HeldKeys;
+
+    /** @var string|list<string> */
+    private $dsn;
+    /** @var float */
+    private $initialTtl;
+    /** @var string */
+    private $prefix;
+    /** @var bool */
+    private $autoRenew;
+    /** @var array<string, mixed> */
+    private $options;
+
+    /**
+     * @param string|list<string> $dsn a CronLock\Redis DSN (or a Redlock list)
+     * @param array<string, mixed> $options 'prefix' (of every key, default ''),
+     *        'initial_ttl' (seconds, default 300.0), 'auto_renew' (default false),
+     *        and CronLock\Redis's options ('connect_timeout', 'read_timeout', …)
+     */
+    public function __construct($dsn, array $options = [])
+    {
+        $this->dsn = $dsn;
+        $this->prefix = (string) ($options['prefix'] ?? '');
+        $this->initialTtl = (float) ($options['initial_ttl'] ?? 300.0);
+        $this->autoRenew = (bool) ($options['auto_renew'] ?? false);
+        unset($options['prefix'], $options['initial_ttl']);
+        if ($this->initialTtl <= 0) {
+            throw new InvalidTtlException(sprintf('"%s()" expects a strictly positive TTL. Got %.2F.', __METHOD__, $this->initialTtl));
+        }
+        $this->options = $options;
+    }
+
+    public function save(Key $key)
+    {
+        $this->take($key, 0.0);
+    }
+
+    public function waitAndSave(Key $key)
+    {
+        $this->take($key, -1.0);
+    }
+
+    public function putOffExpiration(Key $key, float $ttl)
+    {
+        $state = $this->state($key);
+        if ($state === null) {
+            throw new LockConflictedException(sprintf('The "%s" lock is not held by this key.', $key));
+        }
+        $key->reduceLifetime($ttl);
+        if ($ttl < 0.001) { // below Redis' millisecond: expired before any round trip
+            $this->forget($key);
+            throw new LockExpiredException(sprintf('Failed to put off the expiration of the "%s" lock within the specified time.', $key));
+        }
+        if (!$state['lock']->renew($ttl)) {
+            $key->removeState(self::class);
+            throw new LockConflictedException(sprintf('The "%s" lock was lost (expired or taken over).', $key));
+        }
+        $this->remember($key, $state['lock'], ['expires' => self::now() + $ttl]);
+        $this->checkNotExpired($key);
+    }
+
+    public function delete(Key $key)
+    {
+        $this->forget($key);
+    }
+
+    public function exists(Key $key)
+    {
+        $state = $this->state($key);
+        if ($state === null) {
+            return false;
+        }
+        $left = $this->autoRenew ? null : $state['expires'] - self::now();
+        if (($left === null || $left >= 0.001) && $state['lock']->renew($left)) {
+            return true;
+        }
+        $this->forget($key);
+        return false;
+    }
+
+    private function take(Key $key, float $timeout): void
+    {
+        $state = $this->state($key);
+        $lock = $state['lock'] ?? new Redis($this->dsn, $this->prefix . $key, $this->initialTtl, $this->options);
+        if ($state === null) {
+            $key->resetLifetime(); // a new hold: what an earlier, failed attempt counted is void
+        }
+        $key->reduceLifetime($this->initialTtl); // counted from before the round trip
+        if (!$lock->acquire($timeout)) {
+            if ($state !== null) {
+                $key->removeState(self::class);
+            }
+            throw new LockConflictedException(sprintf('The "%s" lock is held by someone else.', $key));
+        }
+        $this->remember($key, $lock, ['expires' => self::now() + $this->initialTtl]);
+        $this->checkNotExpired($key);
+    }
+
+    /** A clock no clock change steps (hrtime() where it exists, PHP 7.3+). */
+    private static function now(): float
+    {
+        return function_exists('hrtime') ? hrtime(true) / 1e9 : microtime(true);
+    }
+}
