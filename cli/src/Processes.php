@@ -22,7 +22,7 @@ final class Processes
             return false;
         }
         $stat = @file_get_contents("/proc/$pid/stat");
-        if (is_string($stat)) {
+        if (is_string($stat) && strpos($stat, ')') !== false) {
             $state = substr($stat, strrpos($stat, ')') + 2, 1);
             return $state !== 'Z' && $state !== 'X';
         }
@@ -39,7 +39,7 @@ final class Processes
     public static function startTime(int $pid)
     {
         $stat = @file_get_contents("/proc/$pid/stat");
-        if (!is_string($stat) || self::bootTime() === null) {
+        if (!is_string($stat) || strpos($stat, ')') === false || self::bootTime() === null) {
             return null;
         }
         // fields after "(comm)": state is field 3, starttime field 22

@@ -73,10 +73,10 @@ abstract class LaravelTestCase extends TestCase
     protected static function ppid(int $pid): ?int
     {
         $stat = @file_get_contents("/proc/$pid/stat");
-        if ($stat === false) {
-            return null;
+        if ($stat === false || strpos($stat, ')') === false) {
+            return null; // gone, or exiting while we read it
         }
-        return (int) explode(' ', substr($stat, strrpos($stat, ')') + 2))[1];
+        return (int) (explode(' ', substr($stat, strrpos($stat, ')') + 2))[1] ?? 0);
     }
 
     protected static function cmdline(int $pid): string
@@ -107,10 +107,14 @@ abstract class LaravelTestCase extends TestCase
     {
         foreach (glob('/proc/[0-9]*/stat') ?: [] as $f) {
             $stat = @file_get_contents($f);
-            if ($stat === false) {
+            $close = $stat === false ? false : strrpos($stat, ')');
+            if ($close === false) {
+                continue; // gone, or exiting while we read it (an empty read)
+            }
+            $fields = explode(' ', substr($stat, $close + 2));
+            if (count($fields) < 3) {
                 continue;
             }
-            $fields = explode(' ', substr($stat, strrpos($stat, ')') + 2));
             if ((int) $fields[2] === $pgid && $fields[0] !== 'Z') {
                 return true;
             }
