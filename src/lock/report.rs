@@ -243,7 +243,7 @@ mod tests {
         };
         assert_eq!(
             record.text(),
-            "cron_guard: record lock=\"redis key 'a\\\"b' at 127.0.0.1:6379\\n\" \
+            "cron_guard: record lock=\"redis key 'a\\\"b' at 127.0.0.1:6379\\\\n\" \
              outcome=\"skipped: busy\" waited_ms=2003 held_ms=0 holder=-"
         );
         assert_eq!(
