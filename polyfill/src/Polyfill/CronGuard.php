@@ -25,7 +25,9 @@ final class CronGuard
      * guards running in its parent: their end there (the child's exit(), return or fatal
      * error) never releases, as a lock class of the user's own would free it for both.
      *
-     * @var array<string, array{0: Lock, 1: int, 2: int, 3: int}>
+     * The Run of the guard that took it ends it at shutdown after exit() (a fatal error: no record).
+     *
+     * @var array<string, array{0: Lock, 1: int, 2: int, 3: int, 4: Run}>
      */
     private static $active = [];
     /** @var int */
@@ -115,7 +117,7 @@ final class CronGuard
             self::$active[$key][1]++;
             $hold = [$key, self::$active[$key][2]];
         } elseif (!$alreadyHeld) {
-            self::$active[$key] = [$lock, 1, self::$nextId, Process::pid()];
+            self::$active[$key] = [$lock, 1, self::$nextId, Process::pid(), $run];
             $hold = [$key, self::$nextId++];
         }
         // finally, not after the call: a Fiber destroyed while suspended in
@@ -208,10 +210,19 @@ final class CronGuard
             if ($shared[3] !== Process::pid()) {
                 continue; // the parent's hold, inherited by this fork child
             }
+            $error = error_get_last();
+            $fatal = $error !== null && in_array($error['type'], [E_ERROR, E_CORE_ERROR, E_COMPILE_ERROR, E_USER_ERROR, E_RECOVERABLE_ERROR, E_PARSE], true);
+            if (!$fatal && $lock instanceof File && !$lock->renew()) {
+                $shared[4]->lose('', false);
+            }
+            $released = null;
             try {
-                $lock->release();
+                $released = (bool) $lock->release();
             } catch (\Throwable $e) {
                 self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
+            }
+            if (!$fatal) {
+                $shared[4]->finish($released, null); // after exit(): the job ran
             }
         }
     }
