@@ -26,6 +26,8 @@ final class CronGuardOperationsTest extends TestCase
     use FileTestHelpers;
 
     private string $dir;
+    /** @var string|false CRONLOCK_LOG as the suite set it */
+    private $savedLog = false;
     private static ?RedisServer $redis = null;
 
     protected function setUp(): void
@@ -33,12 +35,14 @@ final class CronGuardOperationsTest extends TestCase
         parent::setUp();
         $this->dir = $this->makeTempDir('ops');
         putenv("CRONLOCK_LOCK_DIR={$this->dir}");
+        $this->savedLog = getenv('CRONLOCK_LOG');
         putenv('CRONLOCK_LOG');
     }
 
     protected function tearDown(): void
     {
         putenv('CRONLOCK_LOCK_DIR');
+        putenv($this->savedLog === false ? 'CRONLOCK_LOG' : "CRONLOCK_LOG={$this->savedLog}");
         $this->reapCommands();
         $this->removeTempDirs();
         parent::tearDown();

@@ -341,7 +341,7 @@ abstract class DatabaseLockTestCase extends TestCase
         $lines = self::logLines($log);
         self::assertCount(1, $lines);
         $who = static::databaseKind() === 'mysql' ? 'MySQL connection \d+ from cron@127\.0\.0\.1:\d+' : 'PostgreSQL backend pid \d+ \(cronlock pid ' . $p->pid() . ' on [^)]+\) from 127\.0\.0\.1';
-        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: lock '" . preg_quote($name, '/') . "' \\(.*\\) is held by $who; skipping this run$/", $lines[0]);
+        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: lock '" . preg_quote($name, '/') . "' \\(.*\\) is held by $who; waited \\d+\\.\\d s; skipping this run$/", $lines[0]);
         touch($this->dir . '/stop');
         self::assertSame(0, $p->wait());
     }
@@ -493,7 +493,7 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertSame("HANDLER\nRETURNED NULL\n", $p->stdout());
         $lines = self::logLines($log);
         self::assertCount(1, $lines);
-        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: waiting for lock '" . preg_quote($name, '/') . "' \\(.*\\) was interrupted by a signal; skipping this run$/", $lines[0]);
+        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: waiting for lock '" . preg_quote($name, '/') . "' \\(.*\\) was interrupted by a signal; waited \\d+\\.\\d s; skipping this run$/", $lines[0]);
         self::assertTrue($holder->release());
     }
 

@@ -21,19 +21,22 @@ final class RecipesTest extends TestCase
     use FileTestHelpers;
 
     private string $dir;
+    /** @var string|false CRONLOCK_LOG as the suite set it */
+    private $savedLog = false;
 
     protected function setUp(): void
     {
         parent::setUp();
         $this->dir = $this->makeTempDir('recipes');
         putenv("CRONLOCK_LOCK_DIR={$this->dir}");
+        $this->savedLog = getenv('CRONLOCK_LOG');
         putenv('CRONLOCK_LOG=none');
     }
 
     protected function tearDown(): void
     {
         putenv('CRONLOCK_LOCK_DIR');
-        putenv('CRONLOCK_LOG');
+        putenv($this->savedLog === false ? 'CRONLOCK_LOG' : "CRONLOCK_LOG={$this->savedLog}");
         $this->removeTempDirs();
         parent::tearDown();
     }

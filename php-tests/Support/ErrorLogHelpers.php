@@ -6,10 +6,9 @@ namespace CronLock\Tests\Support;
 
 /**
  * For tests that read what this process writes with error_log() (the busy
- * line of cron_guard(), with CRONLOCK_LOG=error_log, which its children
- * inherit: a skip goes to syslog by default): point the error_log ini
- * setting at a fresh file and read its lines back. A test class that uses
- * this calls restoreErrorLog() from tearDown.
+ * line of cron_guard()): point the error_log ini setting at a fresh file and
+ * read its lines back. A test class that uses this calls restoreErrorLog()
+ * from tearDown.
  */
 trait ErrorLogHelpers
 {
@@ -22,7 +21,6 @@ trait ErrorLogHelpers
         $this->savedErrorLog ??= (string) ini_get('error_log');
         $log = "$dir/error-" . bin2hex(random_bytes(4)) . '.log';
         ini_set('error_log', $log);
-        putenv('CRONLOCK_LOG=error_log');
         return $log;
     }
 
@@ -32,7 +30,6 @@ trait ErrorLogHelpers
         if ($this->savedErrorLog !== null) {
             ini_set('error_log', $this->savedErrorLog);
             $this->savedErrorLog = null;
-            putenv('CRONLOCK_LOG');
         }
     }
 
