@@ -329,6 +329,36 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertStringContainsString('REAPED held=true renew=true mine=true', $p->stdout(), $p->stderr());
     }
 
+    /**
+     * A killed session (KILL / pg_terminate_backend()) while the job runs:
+     * reported once when renew() notices and once at the end (issue 19).
+     */
+    public function testCronGuardReportsASessionKilledDuringTheJob(): void
+    {
+        $name = self::name('killed');
+        $lock = self::dsnLock($name);
+        $log = $this->logToFile($this->dir);
+        $seen = cron_guard(function (\CronLock\Guard $guard) use ($name) {
+            self::killSession(self::holderSession($name));
+            return [$guard->renew(), $guard->lost()];
+        }, $lock, ['log' => 'none']);
+        self::assertFalse($seen[0]);
+        self::assertMatchesRegularExpression('/^at \d\d:\d\d:\d\dZ: the server no longer holds it for this session \(the session ended or was killed\)$/', (string) $seen[1]);
+        $lines = self::logLines($log);
+        self::assertCount(2, $lines, implode("\n", $lines));
+        self::assertMatchesRegularExpression("/ cron_guard: lock '" . preg_quote($name, '/') . "' \\(.*\\) was lost \\(at \\S+: the server no longer holds it for this session .*\\) while its job runs; another run may start$/", $lines[0]);
+        self::assertStringEndsWith('; another run may have started', $lines[1]);
+        // never renewed: release()'s own answer at the end says it
+        $lock = self::dsnLock($name);
+        $log = $this->logToFile($this->dir);
+        cron_guard(function () use ($name) {
+            self::killSession(self::holderSession($name));
+        }, $lock, ['log' => 'none']);
+        $lines = self::logLines($log);
+        self::assertCount(1, $lines, implode("\n", $lines));
+        self::assertStringContainsString('was lost during the run (at ', $lines[0]);
+    }
+
     public function testTheBusyLineOfCronGuardNamesTheHoldingSession(): void
     {
         $name = self::name('busy');
