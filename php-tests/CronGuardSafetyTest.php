@@ -145,7 +145,7 @@ final class CronGuardSafetyTest extends TestCase
         self::assertSame("NULL\nCronLock\\LockException: lock file {$this->lockDir}/job.lock is already held by this process (pid {$p->pid()}) through another CronLock\\File object; waiting for it would deadlock\nOUTER HELD\nFREE\n", $out);
         $lines = self::logLines($log);
         self::assertCount(1, $lines, implode("\n", $lines));
-        self::assertStringEndsWith("cron_guard: lock {$this->lockDir}/job.lock is held by this process (pid {$p->pid()}) through another lock object; skipping this run", $lines[0]);
+        self::assertStringEndsWith("cron_guard: lock job ({$this->lockDir}/job.lock) is held by this process (pid {$p->pid()}) through another lock object; skipping this run", $lines[0]);
     }
 
     // ------------------------------------------- backend failures and on_busy (D7)
@@ -204,8 +204,8 @@ final class CronGuardSafetyTest extends TestCase
         self::assertSame(0, $w->wait(15.0), 'not the on_busy status: ' . $w->stdout() . $w->stderr());
         self::assertSame("WAITING\nHANDLER\nRETURNED NULL\n", $w->stdout());
         self::assertSame(
-            ["cron_guard: waiting for lock {$this->lockDir}/job.lock was interrupted by a signal; skipping this run"],
-            array_map(static fn (string $l) => preg_replace('/^\[[^]]*\] /', '', $l), self::logLines($log))
+            ["cron_guard: waiting for lock job ({$this->lockDir}/job.lock) was interrupted by a signal; waited X s; skipping this run"],
+            array_map(static fn (string $l) => preg_replace(['/^\[[^]]*\] /', '/; waited \d+\.\d s;/'], ['', '; waited X s;'], $l), self::logLines($log))
         );
         $holder->kill();
     }
@@ -232,8 +232,8 @@ final class CronGuardSafetyTest extends TestCase
         self::assertSame(0, $w->wait(15.0), $w->stdout() . $w->stderr());
         self::assertSame("WAITING\nHANDLER\nRETURNED NULL\n", $w->stdout());
         self::assertSame(
-            ["cron_guard: waiting for lock redis key '$key' at 127.0.0.1:" . self::$server->port() . ' was interrupted by a signal; skipping this run'],
-            array_map(static fn (string $l) => preg_replace('/^\[[^]]*\] /', '', $l), self::logLines($log))
+            ["cron_guard: waiting for lock redis key '$key' at 127.0.0.1:" . self::$server->port() . ' was interrupted by a signal; waited X s; skipping this run'],
+            array_map(static fn (string $l) => preg_replace(['/^\[[^]]*\] /', '/; waited \d+\.\d s;/'], ['', '; waited X s;'], $l), self::logLines($log))
         );
         self::raw('DEL', $key);
     }
@@ -291,7 +291,7 @@ final class CronGuardSafetyTest extends TestCase
         $log = $this->logToFile($this->lockDir);
         self::assertNull(cron_guard(static fn () => 'ran', new File($path)));
         $line = self::logLines($log)[0] ?? '';
-        self::assertStringContainsString('cron_guard: lock ' . mb_substr($path, 0, 200) . '… is held by pid ' . $holder->pid() . ';', $line);
+        self::assertStringContainsString('cron_guard: lock ' . mb_substr($path, 0, 200) . '… is held by pid ' . $holder->pid() . ' on ', $line);
         self::assertStringNotContainsString($path, $line);
         $holder->kill();
     }

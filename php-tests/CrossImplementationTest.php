@@ -298,7 +298,7 @@ final class CrossImplementationTest extends TestCase
                 "under a file => CronLock\\LockException: cannot open lock file $dir/plain/x.lock: Not a directory",
                 'new Guard => Error: Cannot directly construct CronLock\Guard, call cron_guard() instead',
                 'wrong password => CronLock\ConnectionException: cannot connect to Redis at 127.0.0.1:' . $secured->port() . " to acquire key 'k': wrong user name or password (or the user is disabled)",
-                "busy, cronlock holder => \"skipped: cron_guard: lock redis key 'cross-words-other' at 127.0.0.1:" . self::$server->port() . ' is held by pid 4242 on otherhost; skipping this run"',
+                "busy, cronlock holder => \"skipped: cron_guard: lock redis key 'cross-words-other' at 127.0.0.1:" . self::$server->port() . ' is held by pid 4242 on otherhost; waited 0.0 s; skipping this run"',
             ] as $line) {
                 self::assertStringContainsString($line, $extension, 'the extension says so');
             }

@@ -329,6 +329,36 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertStringContainsString('REAPED held=true renew=true mine=true', $p->stdout(), $p->stderr());
     }
 
+    /**
+     * A killed session (KILL / pg_terminate_backend()) while the job runs:
+     * reported once when renew() notices and once at the end (issue 19).
+     */
+    public function testCronGuardReportsASessionKilledDuringTheJob(): void
+    {
+        $name = self::name('killed');
+        $lock = self::dsnLock($name);
+        $log = $this->logToFile($this->dir);
+        $seen = cron_guard(function (\CronLock\Guard $guard) use ($name) {
+            self::killSession(self::holderSession($name));
+            return [$guard->renew(), $guard->lost()];
+        }, $lock, ['log' => 'none']);
+        self::assertFalse($seen[0]);
+        self::assertMatchesRegularExpression('/^at \d\d:\d\d:\d\dZ: the server no longer holds it for this session \(the session ended or was killed\)$/', (string) $seen[1]);
+        $lines = self::logLines($log);
+        self::assertCount(2, $lines, implode("\n", $lines));
+        self::assertMatchesRegularExpression("/ cron_guard: lock '" . preg_quote($name, '/') . "' \\(.*\\) was lost \\(at \\S+: the server no longer holds it for this session .*\\) while its job runs; another run may start$/", $lines[0]);
+        self::assertStringEndsWith('; another run may have started', $lines[1]);
+        // never renewed: release()'s own answer at the end says it
+        $lock = self::dsnLock($name);
+        $log = $this->logToFile($this->dir);
+        cron_guard(function () use ($name) {
+            self::killSession(self::holderSession($name));
+        }, $lock, ['log' => 'none']);
+        $lines = self::logLines($log);
+        self::assertCount(1, $lines, implode("\n", $lines));
+        self::assertStringContainsString('was lost during the run (at ', $lines[0]);
+    }
+
     public function testTheBusyLineOfCronGuardNamesTheHoldingSession(): void
     {
         $name = self::name('busy');
@@ -341,7 +371,7 @@ abstract class DatabaseLockTestCase extends TestCase
         $lines = self::logLines($log);
         self::assertCount(1, $lines);
         $who = static::databaseKind() === 'mysql' ? 'MySQL connection \d+ from cron@127\.0\.0\.1:\d+' : 'PostgreSQL backend pid \d+ \(cronlock pid ' . $p->pid() . ' on [^)]+\) from 127\.0\.0\.1';
-        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: lock '" . preg_quote($name, '/') . "' \\(.*\\) is held by $who; skipping this run$/", $lines[0]);
+        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: lock '" . preg_quote($name, '/') . "' \\(.*\\) is held by $who; waited \\d+\\.\\d s; skipping this run$/", $lines[0]);
         touch($this->dir . '/stop');
         self::assertSame(0, $p->wait());
     }
@@ -493,7 +523,7 @@ abstract class DatabaseLockTestCase extends TestCase
         self::assertSame("HANDLER\nRETURNED NULL\n", $p->stdout());
         $lines = self::logLines($log);
         self::assertCount(1, $lines);
-        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: waiting for lock '" . preg_quote($name, '/') . "' \\(.*\\) was interrupted by a signal; skipping this run$/", $lines[0]);
+        self::assertMatchesRegularExpression("/^\\[[^]]+\\] cron_guard: waiting for lock '" . preg_quote($name, '/') . "' \\(.*\\) was interrupted by a signal; waited \\d+\\.\\d s; skipping this run$/", $lines[0]);
         self::assertTrue($holder->release());
     }
 

@@ -93,7 +93,8 @@ final class DocumentedOptionsTest extends TestCase
         $chosen = [
             'CronLock\File' => ['mode' => '0644'],
             'CronLock\Redis' => ['replicas' => '0'], // the documented default (issue 17)
-            'cron_guard' => ['on_busy' => '3', 'once_per' => '60.0'],
+            'cron_guard' => ['on_busy' => '3', 'once_per' => '60.0', 'on_stale' => '3', 'on_lost' => "'throw'",
+                'log' => "'none'", 'record' => "'runs'", 'record_format' => "'json'", 'logger' => 'function () {}'],
         ];
         if (isset($chosen[$target][$key])) {
             return $chosen[$target][$key];

@@ -32,6 +32,20 @@
  *   the directory, and `php --ri cronlock` says why.
  *   The environment variable CRONLOCK_LOCK_DIR, when set, counts ahead of it
  *   (empty: the default directory), as for cronlock/polyfill.
+ * - `cronlock.log` (string, default `syslog`, changeable anywhere): where
+ *   cron_guard() sends its skip lines (busy, interrupted, stuck) and records,
+ *   when its 'log' option is not given: `syslog` (PHP's syslog(), no openlog():
+ *   ident `syslog.ident`, default `php`; facility `syslog.facility`, default
+ *   user; notice for a skip, warning for a stuck holder, info for a record),
+ *   `error_log` (PHP's error_log()), `stderr`, an absolute file path (appended,
+ *   one write per line, each line after its UTC time, a JSON record alone), or
+ *   `none`. A lost hold and a failing release always go to error_log() too.
+ * - `cronlock.record` (string, default `off`): `off`, `skips` (one record line
+ *   per skipped run) or `runs` (one per run).
+ * - `cronlock.record_format` (string, default `text`): `text` or `json`.
+ *   CRONLOCK_LOG, CRONLOCK_RECORD and CRONLOCK_RECORD_FORMAT, when set and not
+ *   empty, count ahead of these settings; an option of cron_guard() ahead of both.
+ *   A value not listed is refused with \ValueError naming where it came from.
  *
  * Arguments follow PHP's rules for internal functions. Without strict_types,
  * a numeric string, an int or a bool is coerced (`acquire("1.5")`,
@@ -581,15 +595,28 @@ namespace CronLock {
         /** Seconds left before 'max_runtime' (never negative); null when no max_runtime is set. */
         public function remaining(): ?float {}
 
-        /** true once 'max_runtime' has passed: the job should stop at its next safe point. */
+        /**
+         * true once 'max_runtime' has passed: the job should stop at its next safe point.
+         * Also asks the lock whether it still believes it holds (no round trip): a hold found
+         * gone is reported (see cron_guard(), 'on_lost').
+         *
+         * @throws LockException when the hold was lost and 'on_lost' is 'throw'.
+         */
         public function expired(): bool {}
 
         /**
+         * When and why the hold was lost, as the lost line says it (`at 14:52:07Z: its lock
+         * file was removed`); null while it is held as far as is known (the lock's isHeld(),
+         * the last renew()).
+         */
+        public function lost(): ?string {}
+
+        /**
          * Renew the lock: its renew(), which asks the backend (File: does the path still
-         * name the locked file).
+         * name the locked file). false is reported as a lost hold (see cron_guard()).
          *
          * @return bool false when it has been lost: the job should stop.
-         * @throws LockException
+         * @throws LockException from renew(); when the hold was lost and 'on_lost' is 'throw'.
          */
         public function renew(): bool {}
 
@@ -626,13 +653,21 @@ namespace {
      *   (exit(), returning from the job, an uncaught exception): the hold is its parent's.
      * - A lock this process holds through another object (two File objects on one file,
      *   nested cron_guard('name')) is busy at once; with 'wait' != 0 that throws LockException.
-     * - When busy, one line naming the lock and the holder's pid goes to error_log()
-     *   ("held by another process (pid unknown)" when unknown). Names are cut to 200
+     * - When busy, one line goes to the 'log' destination (syslog by default, see
+     *   cronlock.log), naming the lock (a named lock: its name and path), the holder as
+     *   the backend tells it (File: pid and host, since when and for how long, from its
+     *   record and the kernel; Redis: the key's value; Database: the server's session),
+     *   and how long this run waited:
+     *   "cron_guard: lock sync-orders (/run/cronlock/sync-orders.lock) is held by pid 41327
+     *   on web1 since 14:50:00Z (3 h 12 min); waited 2.0 s; skipping this run"
+     *   ("held by another process (pid unknown)" when unknown). A holder held longer than
+     *   'stale_after' adds ", longer than stale_after (10 min): it looks stuck" and is
+     *   logged at warning level. Names are cut to 200
      *   characters; control characters in logged names, holders and messages are escaped
      *   (\n, \u{1b}), so each log line is one line. A Redis key holding any bytes is busy,
      *   whatever its value: bytes of the holder that are not UTF-8 are shown as \xNN.
      * - A wait ended by a pending pcntl signal handler logs "cron_guard: waiting for lock
-     *   <what> was interrupted by a signal; skipping this run", returns null and ignores
+     *   <what> was interrupted by a signal; waited 1.2 s; skipping this run", returns null and ignores
      *   on_busy (File and Redis; for a userland lock it cannot be told from contention).
      * - An exception from acquire() (Redis down) propagates as it is, with or without
      *   on_busy; it is never taken for busy.
@@ -642,6 +677,23 @@ namespace {
      *   suspends a Fiber that is then destroyed) ends the script (or Fiber) as it would
      *   anywhere; after a fatal error the exit status is exit()'s, and the other locks are
      *   still released.
+     * - A lost hold is always reported: found at Guard::renew() (false), Guard::expired()
+     *   or Guard::lost() (the lock no longer believes it holds: a Redis renewal that found
+     *   the key gone), and at the job's end (release()'s own answer; File: one stat(2) of
+     *   the path first), it logs "cron_guard: lock <what> was lost (at 14:52:07Z: <why>)
+     *   while its job runs; another run may start" when noticed during the job and
+     *   "cron_guard: lock <what> was lost during the run (at 14:52:07Z: <why>); another run
+     *   may have started" at its end, to error_log() (stderr in the CLI: cron mails it),
+     *   to syslog or the log file when that is the destination, and to the logger.
+     * - The per-run record ('record', cronlock.record), one line per run to the 'log'
+     *   destination: text `cron_guard: record lock=sync-orders outcome=ran waited_ms=3
+     *   held_ms=1520 holder=41327@web1` (logfmt: values with spaces quoted; an unknown
+     *   holder is `-`), or JSON `{"time":"2026-12-01T14:50:00Z","lock":"sync-orders",
+     *   "outcome":"ran","waited_ms":3,"held_ms":1520,"holder":"41327@web1"}` (always these
+     *   keys; holder null when unknown). outcome: `ran`, `skipped: busy`, `skipped:
+     *   interrupted`, `failed: <exception class>` (the job threw), `lost`. holder: this
+     *   run when it ran, the holder when skipped. exit() in the job is `ran`; after a fatal
+     *   error in the job there is no record (PHP's own fatal error line tells it).
      *
      * Example (crontab: `* * * * * php /srv/app/sync_orders.php`):
      * ```php
@@ -660,13 +712,28 @@ namespace {
      *        named after the main script's real path (`<basename>.<hash>.lock`), so two scripts
      *        never collide and the same script run twice does (a release directory switched
      *        by a deploy's symlink is another real path: name such jobs).
-     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null, once_per?: float} $options
+     * @param array{wait?: float, max_runtime?: float, on_busy?: int|null, once_per?: float, stale_after?: float, on_stale?: int|null, on_lost?: string, log?: string, record?: string, record_format?: string, logger?: callable|object|null} $options
      *        'wait': seconds to wait for the lock (default 0: try once; < 0: forever); a
      *        pending pcntl signal handler ends it within about 100 ms; max_execution_time
      *        does not (it counts CPU time on Linux);
      *        'max_runtime': soft deadline in seconds, seen through Guard;
      *        'on_busy': null (default) returns null; an int 0–255 exits the process with that
      *        status, as flock(1) -E does;
+     *        'stale_after': seconds; a holder held longer looks stuck (warning level); default
+     *        twice 'max_runtime' when that is set, else none (only holders that tell since
+     *        when, File's, can look stuck);
+     *        'on_stale': an int 0–255: a run that finds the holder stuck exits with it (ahead
+     *        of on_busy);
+     *        'on_lost': 'log' (default) or 'throw': a lost hold then throws LockException at
+     *        the next Guard::renew() or Guard::expired();
+     *        'log', 'record', 'record_format': as cronlock.log, cronlock.record and
+     *        cronlock.record_format, for this call;
+     *        'logger': a callable ($level, $message, $context) or a PSR-3 logger (any object
+     *        with log($level, $message, array $context)): receives every line with its
+     *        PSR-3 level (notice, warning, error, info) and the context ['event' => busy |
+     *        stuck | interrupted | lost | record, 'time', 'lock', 'outcome', 'waited_ms',
+     *        'held_ms', 'holder'], whatever the destination ('log' => 'none' for the logger
+     *        alone); what it throws is logged to error_log(), never propagated;
      *        'once_per': seconds (0.001 to 10 years), CronLock\Redis only (any other lock:
      *        \ValueError): at most one run per window of that length aligned to the Unix epoch
      *        on the Redis server's clock (TIME), across all hosts whatever their clock skew.

@@ -54,12 +54,18 @@ final class MountNamespace
      *        read-only is applied after every mount and bind is in place)
      * @param list<string> $keep host directories under those places to bind back
      * @param list<string> $hide top-level directories the children do not see
+     * @param string|null $devLog a Unix datagram socket of the test's: the children's
+     *        /dev/log (their /dev an overlay of the host's, so /dev/null and the rest stay),
+     *        so that what they send to syslog reaches the test and nothing else
      */
-    public static function start(array $places, array $keep = [], array $hide = []): self
+    public static function start(array $places, array $keep = [], array $hide = [], ?string $devLog = null): self
     {
         self::skipUnlessAvailable();
         $root = $hide === [] ? null : RedisServer::makeTempDir('mountns-root');
         $script = self::setupScript($places, array_merge($keep, self::scratchDirs()));
+        if ($devLog !== null) {
+            $script = self::devLogScript($devLog) . $script;
+        }
         if ($root !== null) {
             $script = str_replace("echo READY\n", self::rootScript($root, $hide) . "echo READY\n", $script);
         }
@@ -184,6 +190,24 @@ final class MountNamespace
 
     private function __construct()
     {
+    }
+
+    /** The lines that give the namespace a /dev whose log is $socket. */
+    private static function devLogScript(string $socket): string
+    {
+        $o = RedisServer::makeTempDir('mountns-dev');
+        $q = static fn (string $p): string => escapeshellarg($p);
+        $lines = [
+            "mount -t tmpfs cronlock-test {$q($o)}",
+            "mkdir {$q("$o/upper")} {$q("$o/work")} {$q("$o/dev")}",
+            "mount -t overlay overlay -o lowerdir=/dev,upperdir={$q("$o/upper")},workdir={$q("$o/work")} {$q("$o/dev")}",
+            // the host's /dev mounts (pts, shm, mqueue) are not in the overlay's lower layer
+            "for sub in pts shm mqueue; do if mountpoint -q /dev/\$sub; then mount --rbind /dev/\$sub {$q("$o/dev")}/\$sub; fi; done",
+            "mount --rbind {$q("$o/dev")} /dev",
+            'rm -f /dev/log; touch /dev/log',
+            "mount --bind {$q($socket)} /dev/log",
+        ];
+        return implode("\n", $lines) . "\n";
     }
 
     /** @param list<string> $keep */

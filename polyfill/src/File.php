@@ -365,6 +365,24 @@ final class File implements Lock, \Serializable
         return str_pad($text, self::RECORD_LEN - 1, ' ') . "\n";
     }
 
+    /**
+     * The holder the lock file's record names, for cron_guard()'s busy line.
+     *
+     * @return array{0: int, 1: string, 2: int}|null pid, host, since (Unix seconds)
+     */
+    private function recordedHolder(): ?array
+    {
+        if (fseek($this->handle, 0) !== 0) {
+            return null;
+        }
+        $head = fread($this->handle, self::RECORD_LEN);
+        if (!is_string($head) || !self::parseRecord($head)
+            || !preg_match('/ host=(\S*) since=(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z/', $head, $m)) {
+            return null;
+        }
+        return [self::parseRecord($head), $m[1], gmmktime((int) $m[5], (int) $m[6], (int) $m[7], (int) $m[3], (int) $m[4], (int) $m[2])];
+    }
+
     private function recordedPid(): ?int
     {
         if (fseek($this->handle, 0) !== 0) {

@@ -18,6 +18,8 @@ final class Guard implements \Serializable
      * came out a rounding above max_runtime.
      */
     private $started = 0.0;
+    /** @var Polyfill\Run what became of the hold */
+    private $run;
 
     /** Guards are made by cron_guard() only: constructing one throws \Error, as the extension does. */
     public function __construct()
@@ -40,10 +42,25 @@ final class Guard implements \Serializable
         return max(0.0, min($this->maxRuntime, $this->maxRuntime - (Polyfill\Process::now() - $this->started)));
     }
 
-    /** true once 'max_runtime' has passed: the job should stop at its next safe point. */
+    /**
+     * true once 'max_runtime' has passed: the job should stop at its next safe point.
+     *
+     * @throws LockException when the hold was lost and 'on_lost' is 'throw'
+     */
     public function expired(): bool
     {
+        $this->run->check();
+        $this->run->refuseIfLost();
         return $this->maxRuntime !== null && Polyfill\Process::now() - $this->started >= $this->maxRuntime;
+    }
+
+    /**
+     * When and why the hold was lost (`at 14:52:07Z: its lock file was removed`); null while held.
+     */
+    public function lost(): ?string
+    {
+        $this->run->check();
+        return $this->run->lossWords();
     }
 
     /**
@@ -54,7 +71,13 @@ final class Guard implements \Serializable
      */
     public function renew(): bool
     {
-        return (bool) $this->lock->renew();
+        $this->run->refuseIfLost();
+        $renewed = (bool) $this->lock->renew();
+        if (!$renewed) {
+            $this->run->lose('renew() returned false', true);
+            $this->run->refuseIfLost();
+        }
+        return $renewed;
     }
 
     public function __clone()

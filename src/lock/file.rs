@@ -54,7 +54,7 @@ use super::sys::{self, FileId};
 use super::{Refusal, Wait};
 use crate::error::{Error, Result};
 use record::{current_record, holds_only_a_record_or_nothing, read_at_most};
-pub use record::{parse_record_pid, RECORD_LEN};
+pub use record::{parse_record_holder, parse_record_pid, RECORD_LEN};
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::fs::File;
@@ -360,6 +360,15 @@ impl FileLock {
             }
             None => recorded.filter(|&pid| sys::process_alive(pid)),
         })
+    }
+
+    /// The holder the lock file's record names (pid, host, since in Unix
+    /// seconds), for `cron_guard()`'s busy line; `None` when the file holds
+    /// no record or cannot be read.
+    pub fn recorded_holder(&self) -> Option<(u32, String, u64)> {
+        let mut buf = [0u8; RECORD_LEN];
+        let n = read_at_most(&self.handle.file, &mut buf).ok()?;
+        parse_record_holder(&buf[..n])
     }
 
     fn recorded_pid(&self) -> Result<Option<u32>> {

@@ -9,6 +9,7 @@ pub mod named;
 pub mod owner;
 pub mod redis;
 pub mod registry;
+pub mod report;
 mod sys;
 
 pub use escape::{one_line, shorten};

@@ -11,7 +11,7 @@
 use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray, PdoOrDsn};
 use super::engine;
 use super::lock_interface::PhpInterfaceLock;
-use super::native::{Acquired, NativeLock};
+use super::native::{Acquired, Holder, NativeLock};
 use super::options::Options;
 use super::pdo::{hook_interrupts, PdoSession};
 use crate::error::Error;
@@ -160,12 +160,12 @@ impl NativeLock for Database {
     }
 
     /// Who holds it, if the server says.
-    fn busy_holder(&self) -> Option<String> {
+    fn busy_holder(&self) -> Option<Holder> {
         if self.lock.held_by_another_object() {
-            return Some(format!(
+            return Some(Holder::named(format!(
                 "this process (pid {}) through another lock object",
                 current_pid()
-            ));
+            )));
         }
         let mut session = self.session.try_borrow_mut().ok()?;
         engine::with_exception_set_aside(|| {
@@ -173,8 +173,13 @@ impl NativeLock for Database {
                 .holder(&mut *session)
                 .ok()
                 .flatten()
-                .map(|h| self.lock.dialect().describe_holder(&h))
+                .map(|h| Holder::named(self.lock.dialect().describe_holder(&h)))
         })
+    }
+
+    fn loss_reason(&self) -> String {
+        "the server no longer holds it for this session (the session ended or was killed)"
+            .to_owned()
     }
 
     /// Runs the release with any pending exception set aside (PDO cannot

@@ -151,3 +151,15 @@ pub fn display_ini_entries(module: *mut ModuleEntry) {
     // SAFETY: `module` is the entry the engine passed to our info function.
     unsafe { php_display_ini_entries(module) };
 }
+
+/// The class of the exception pending in the engine, `None` when there is
+/// none or it is an `exit()` unwind (see [`exit_unwinding`]).
+pub fn pending_exception_class() -> Option<String> {
+    if exit_unwinding() {
+        return None;
+    }
+    let pending = ExecutorGlobals::get().exception;
+    // SAFETY: the engine's pending exception, live while it is pending.
+    let object = unsafe { pending.as_ref() }?;
+    object.get_class_name().ok()
+}

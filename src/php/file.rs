@@ -2,9 +2,10 @@
 
 use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
-use super::native::{Acquired, NativeLock};
+use super::native::{Acquired, Holder, NativeLock};
 use super::options::Options;
 use crate::lock::file::{FileLock, FileOptions};
+use crate::lock::owner::hostname;
 use crate::lock::{shorten, Wait};
 use ext_php_rs::binary::Binary;
 use ext_php_rs::flags::ClassFlags;
@@ -14,6 +15,7 @@ use ext_php_rs::zend::ExecutorGlobals;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
 
 #[php_class]
 #[php(name = "CronLock\\File")]
@@ -133,9 +135,38 @@ impl NativeLock for File {
         shorten(&self.lock.path().display().to_string())
     }
 
-    fn busy_holder(&self) -> Option<String> {
+    /// The kernel's holder, with the host and since of the file's record
+    /// when the record names that pid.
+    fn busy_holder(&self) -> Option<Holder> {
         let pid = self.lock.holder_pid().ok().flatten()?;
-        Some(format!("pid {pid}"))
+        let recorded = self
+            .lock
+            .recorded_holder()
+            .filter(|(recorded, _, _)| *recorded == pid);
+        let (host, since) = match recorded {
+            Some((_, host, since)) => (host, Some(UNIX_EPOCH + Duration::from_secs(since))),
+            None => (hostname().to_owned(), None),
+        };
+        let host = shorten(&host);
+        Some(Holder {
+            who: format!("pid {pid} on {host}"),
+            pid_at_host: Some(format!("{pid}@{host}")),
+            since,
+            remark: None,
+        })
+    }
+
+    fn loss_reason(&self) -> String {
+        if std::fs::symlink_metadata(self.lock.path()).is_ok() {
+            "its path names another file now".to_owned()
+        } else {
+            "its lock file was removed".to_owned()
+        }
+    }
+
+    /// One stat(2) of the path: unlocking never looks at it.
+    fn confirm_before_release(&mut self) -> Option<bool> {
+        Some(self.lock.renew().unwrap_or(false))
     }
 
     fn release_leftover(&mut self) {

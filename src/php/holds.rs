@@ -109,26 +109,51 @@ fn leave(id: u64) -> Option<Zval> {
     })
 }
 
+/// How one guard's end left the hold.
+#[derive(Clone, Copy)]
+pub enum Released {
+    /// Other guards on it still run (or it is not this process's).
+    NotLast,
+    /// release() answered: false means the hold was already gone.
+    Answered(bool),
+    /// release() failed (logged, and thrown when nothing was pending) or
+    /// ended the script.
+    Failed,
+}
+
 impl GuardPart {
+    /// Whether this guard's end releases the hold (no other guard on it
+    /// still runs, and this process took it).
+    pub fn is_last(&self) -> bool {
+        HOLDS.with(|holds| {
+            holds
+                .borrow()
+                .iter()
+                .find(|hold| hold.id == self.id)
+                .is_some_and(|hold| hold.guards == 1 && hold.taken_by.is_this_process())
+        })
+    }
+
     /// Releases the lock when this is the last guard on it. A failing
     /// release is logged; it is also thrown when nothing else is
     /// pending (D8), while a job's exception or `exit()` keeps
     /// propagating.
-    pub fn release(self) -> PhpResult<()> {
+    pub fn release(self) -> PhpResult<Released> {
         let this = ManuallyDrop::new(self);
         let Some(lock) = leave(this.id) else {
-            return Ok(());
+            return Ok(Released::NotLast);
         };
-        if ExecutorGlobals::has_exception() {
+        let answer = if ExecutorGlobals::has_exception() {
             // The job threw, called exit(), or died of memory_limit,
             // which PHP unwinds like exit(): there may be no memory
             // left to call release() with.
             engine::with_room_for_cleanup(|| {
                 engine::with_exception_set_aside(|| release_logged(&lock, false))
-            })?;
-            return Ok(());
-        }
-        release_logged(&lock, true)
+            })?
+        } else {
+            release_logged(&lock, true)?
+        };
+        Ok(answer.map_or(Released::Failed, Released::Answered))
     }
 }
 
@@ -146,15 +171,16 @@ enum ReleaseFailure {
     NotCalled(Error),
 }
 
-/// Calls `$lock->release()`; on failure logs "releasing lock … failed"
-/// and, when `rethrow`, throws the failure (else it is only logged).
+/// Calls `$lock->release()`: its answer, `None` when it failed or ended
+/// the script. On failure logs "releasing lock … failed" and, when
+/// `rethrow`, throws the failure (else it is only logged).
 /// An `exit()` in it (or PHP's out-of-memory error, or the destruction
 /// of a Fiber suspended in it) is no failure: it keeps unwinding, as it
 /// would from any other function.
-fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
+fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<Option<bool>> {
     let called = lock.try_call_method("release", vec![]);
     if engine::exit_unwinding() {
-        return Ok(());
+        return Ok(None);
     }
     let (message, failure) = match (ExecutorGlobals::take_exception(), called) {
         (Some(thrown), _) => (exception_message(&thrown), ReleaseFailure::Threw(thrown)),
@@ -162,7 +188,7 @@ fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
             let e = Error::Lock(format!("release() could not be called: {e}"));
             (e.to_string(), ReleaseFailure::NotCalled(e))
         }
-        (None, Ok(_)) => return Ok(()),
+        (None, Ok(answer)) => return Ok(Some(answer.bool().unwrap_or(false))),
     };
     // Logged first: with an exception pending, error_log() cannot run.
     engine::error_log(&format!(
@@ -170,12 +196,12 @@ fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<()> {
         describe(lock)
     ));
     if !rethrow {
-        return Ok(());
+        return Ok(None);
     }
     match failure {
         ReleaseFailure::Threw(thrown) => {
             let _ = ext_php_rs::exception::throw_object(thrown.into_zval(false)?);
-            Ok(())
+            Ok(None)
         }
         ReleaseFailure::NotCalled(e) => Err(e.into()),
     }

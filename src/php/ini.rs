@@ -6,10 +6,19 @@ use ext_php_rs::zend::{IniEntryDef, IniEntryDefs};
 use std::ffi::{c_int, c_void, CStr};
 
 pub const LOCK_DIR: &CStr = c"cronlock.lock_dir";
+/// Where cron_guard()'s skips and records go (see `report.rs`).
+pub const LOG: &CStr = c"cronlock.log";
+/// `off` | `skips` | `runs`.
+pub const RECORD: &CStr = c"cronlock.record";
+/// `text` | `json`.
+pub const RECORD_FORMAT: &CStr = c"cronlock.record_format";
 
-static ENTRIES: IniEntryDefs<2> = IniEntryDefs::new([
+static ENTRIES: IniEntryDefs<5> = IniEntryDefs::new([
     // Empty: /run/lock when writable, else the system temp directory.
     read_when_used(LOCK_DIR, c""),
+    read_when_used(LOG, c"syslog"),
+    read_when_used(RECORD, c"off"),
+    read_when_used(RECORD_FORMAT, c"text"),
     IniEntryDef::end(),
 ]);
 

@@ -11,6 +11,7 @@
 //! | `lock_classes` | which lock class a PHP object is (the one list of them) |
 //! | `guard` | `cron_guard()` and `CronLock\Guard` |
 //! | `holds` | the holds `cron_guard()` took, shared by the guards on one object |
+//! | `report` | where `cron_guard()`'s lines go (`'log'`, `'record'`, `'logger'`) |
 //! | `named` | `cron_guard()`'s named and script locks |
 //! | `lock_interface` | the `CronLock\Lock` interface |
 //! | `args`, `options`, `arginfo` | parameters by PHP's own rules, `$options` arrays, signatures |
@@ -36,6 +37,7 @@ pub mod native;
 pub mod options;
 pub mod pdo;
 pub mod redis;
+pub mod report;
 pub mod shim;
 
 use crate::error::Error;

@@ -28,22 +28,23 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// The lock object `cron_guard()` runs the job under.
+/// The lock object `cron_guard()` runs the job under, and its name when
+/// it is a named lock (which the lines show before its path).
 ///
 /// # Errors
 ///
 /// `\ValueError` for a lock name it refuses or a script lock without a
 /// script; `CronLock\LockException` when the directory or the file cannot
 /// be used.
-pub fn resolve_lock(lock: LockOrName) -> PhpResult<Zval> {
+pub fn resolve_lock(lock: LockOrName) -> PhpResult<(Zval, Option<String>)> {
     match lock {
-        LockOrName::Lock(object) => Ok(object.shallow_clone()),
+        LockOrName::Lock(object) => Ok((object.shallow_clone(), None)),
         LockOrName::Name(name) => {
             let name = String::from_utf8_lossy(&name).into_owned();
             check_lock_name(&name)?;
-            named_file_lock(&name)
+            Ok((named_file_lock(&name)?, Some(name)))
         }
-        LockOrName::Script => named_file_lock(&script_lock_name(&main_script()?)),
+        LockOrName::Script => Ok((named_file_lock(&script_lock_name(&main_script()?))?, None)),
     }
 }
 

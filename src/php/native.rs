@@ -15,7 +15,34 @@
 
 use crate::lock::{Refusal, Wait};
 use ext_php_rs::prelude::*;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+/// Who holds a lock `cron_guard()` found busy, as far as the backend can
+/// tell, for the busy line and the per-run record.
+pub struct Holder {
+    /// `pid 41327 on web1`, `MySQL connection 12 from cron@web1`.
+    pub who: String,
+    /// `41327@web1`, when the backend knows both.
+    pub pid_at_host: Option<String>,
+    /// When it took the lock (File: its record); what makes a holder look
+    /// stuck after `'stale_after'`.
+    pub since: Option<SystemTime>,
+    /// What the backend adds after the holder and its age, e.g. Redis's
+    /// `(not running on this host; the key expires in 29 s)`.
+    pub remark: Option<String>,
+}
+
+impl Holder {
+    /// A holder known by its words only.
+    pub fn named(who: String) -> Self {
+        Holder {
+            who,
+            pid_at_host: None,
+            since: None,
+            remark: None,
+        }
+    }
+}
 
 /// How `acquire()` ended, for `cron_guard()`.
 pub enum Acquired {
@@ -42,9 +69,22 @@ pub trait NativeLock {
     /// How messages name the lock: its path, key, or name and server.
     fn describe(&self) -> String;
 
-    /// Who holds the lock, for the busy line (`pid 41327`, `MySQL
+    /// Who holds the lock, for the busy line (`pid 41327 on web1`, `MySQL
     /// connection 12 from cron@web1`); `None` when it cannot tell.
-    fn busy_holder(&self) -> Option<String> {
+    fn busy_holder(&self) -> Option<Holder> {
+        None
+    }
+
+    /// Why a hold this object had is gone, for `cron_guard()`'s lost line
+    /// (`the key holds another token`), asked once the guard noticed.
+    fn loss_reason(&self) -> String {
+        "the lock no longer holds it".to_owned()
+    }
+
+    /// At the job's end, before release: whether the hold survived, when
+    /// release()'s own answer cannot tell (File: its release unlocks
+    /// whatever the path names now). `None`: release() will say.
+    fn confirm_before_release(&mut self) -> Option<bool> {
         None
     }
 

@@ -92,6 +92,11 @@ impl<'a> Options<'a> {
         }
     }
 
+    /// The value as given, for options that keep it (a callable).
+    pub fn zval(&self, key: &str) -> Option<&'a Zval> {
+        self.values.get(key).copied()
+    }
+
     pub fn has(&self, key: &str) -> bool {
         self.values.contains_key(key)
     }

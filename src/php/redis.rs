@@ -235,9 +235,22 @@ impl super::native::NativeLock for Redis {
         self.lock().describe()
     }
 
-    fn busy_holder(&self) -> Option<String> {
+    fn busy_holder(&self) -> Option<super::native::Holder> {
         let (pid, host) = self.lock().last_holder()?;
-        Some(format!("pid {pid} on {}", crate::lock::shorten(host)))
+        let host = crate::lock::shorten(host);
+        Some(super::native::Holder {
+            who: format!("pid {pid} on {host}"),
+            pid_at_host: Some(format!("{pid}@{host}")),
+            since: None,
+            // The place for "(not running on this host; the key expires
+            // in 29 s)" of a dead holder on this host.
+            remark: None,
+        })
+    }
+
+    fn loss_reason(&self) -> String {
+        "the key no longer holds this lock's token (taken, deleted, or expired unrenewed)"
+            .to_owned()
     }
 
     fn set_once_per(&mut self, period: Option<Duration>) -> bool {

@@ -25,7 +25,9 @@ final class CronGuard
      * guards running in its parent: their end there (the child's exit(), return or fatal
      * error) never releases, as a lock class of the user's own would free it for both.
      *
-     * @var array<string, array{0: Lock, 1: int, 2: int, 3: int}>
+     * The Run of the guard that took it ends it at shutdown after exit() (a fatal error: no record).
+     *
+     * @var array<string, array{0: Lock, 1: int, 2: int, 3: int, 4: Run}>
      */
     private static $active = [];
     /** @var int */
@@ -34,32 +36,40 @@ final class CronGuard
     /** @return mixed */
     public static function run(callable $job, $lock, array $options)
     {
-        Args::options($options, ['wait', 'max_runtime', 'on_busy', 'once_per']);
+        Args::options($options, ['wait', 'max_runtime', 'on_busy', 'once_per', 'stale_after', 'on_stale', 'on_lost', 'log', 'record', 'record_format', 'logger']);
         $wait = Args::seconds($options, 'wait');
         $wait = $wait === null ? 0.0 : $wait;
-        $maxRuntime = Args::seconds($options, 'max_runtime');
-        if ($maxRuntime !== null && $maxRuntime <= 0) {
-            throw Args::value("\$options['max_runtime']", 'must be greater than 0');
+        $maxRuntime = self::positiveSeconds($options, 'max_runtime');
+        $onBusy = self::exitStatus($options, 'on_busy');
+        $onStale = self::exitStatus($options, 'on_stale');
+        // D17: a holder past twice the job's own budget has ignored its deadline.
+        $staleAfter = self::positiveSeconds($options, 'stale_after');
+        if ($staleAfter === null && $maxRuntime !== null) {
+            $staleAfter = 2.0 * $maxRuntime;
         }
-        if (isset($options['on_busy']) && !is_int($options['on_busy'])) {
-            throw Args::type("\$options['on_busy']", 'must be of type ?int, ' . Args::typeName($options['on_busy']) . ' given');
+        $onLost = Args::string($options, 'on_lost');
+        if ($onLost !== null && $onLost !== 'log' && $onLost !== 'throw') {
+            throw Args::value("\$options['on_lost']", "must be 'log' or 'throw', '" . Args::cut($onLost) . "' given");
         }
-        $onBusy = isset($options['on_busy']) ? $options['on_busy'] : null;
-        if ($onBusy !== null && ($onBusy < 0 || $onBusy > 255)) {
-            throw Args::value("\$options['on_busy']", 'must be an exit status between 0 and 255');
-        }
+        $report = new Report($options);
         $oncePer = Args::seconds($options, 'once_per');
         if ($oncePer !== null && !($oncePer >= 0.001 && $oncePer <= Redis::MAX_TTL)) {
             throw Args::value("\$options['once_per']", 'must be a number of seconds from 0.001 to 315360000 (10 years)');
         }
+        $named = !$lock instanceof Lock && $lock !== null;
         $lock = self::resolve($lock);
+        // a named lock's name, as resolve() made its file <dir>/<name>.lock
+        $name = $named && $lock instanceof File ? substr((string) strrchr('/' . $lock->path(), '/'), 1, -5) : null;
         if ($oncePer !== null && !$lock instanceof Redis) {
             $class = get_class($lock);
             $class = substr($class, 0, (int) strcspn($class, "\0")); // an anonymous class's name as PHP shows it
             throw Args::value("\$options['once_per']", "needs a lock with a TTL that can be left to expire at the window's end (CronLock\\Redis); $class has none");
         }
+        $what = $name === null ? self::what($lock) : $name . ' (' . self::what($lock) . ')';
+        $recordName = $name === null ? self::what($lock) : $name;
 
         $alreadyHeld = $lock->isHeld();
+        $asked = Process::now();
         if ($oncePer === null) {
             $acquired = $lock->acquire($wait); // a backend failure propagates as it is (D7)
         } else {
@@ -75,27 +85,30 @@ final class CronGuard
                 $setOncePer(null);
             }
         }
+        $waited = Process::now() - $asked;
         if (!$acquired) {
             $why = ($lock instanceof File || $lock instanceof Redis) ? Registry::takeRefusal(spl_object_hash($lock)) : null;
+            $stuck = self::skip($lock, $why, $what, $recordName, $waited, $staleAfter, $report);
             if ($why === 'signal') {
-                self::log('cron_guard: waiting for lock ' . self::what($lock) . ' was interrupted by a signal; skipping this run');
                 return null;
             }
-            self::log($why === 'self'
-                ? sprintf('cron_guard: lock %s is held by this process (pid %d) through another lock object; skipping this run', self::what($lock), Process::pid())
-                : sprintf('cron_guard: lock %s is held by %s; skipping this run', self::what($lock), self::holder($lock)));
+            if ($stuck && $onStale !== null) {
+                exit($onStale);
+            }
             if ($onBusy !== null) {
                 exit($onBusy);
             }
             return null;
         }
 
+        $run = new Run($lock, $what, $recordName, $report, $onLost === 'throw', $waited);
         $guard = (new \ReflectionClass(Guard::class))->newInstanceWithoutConstructor();
         $started = Process::now();
-        \Closure::bind(function () use ($lock, $maxRuntime, $started) {
+        \Closure::bind(function () use ($lock, $maxRuntime, $started, $run) {
             $this->lock = $lock;
             $this->maxRuntime = $maxRuntime === null ? null : (float) $maxRuntime;
             $this->started = $started;
+            $this->run = $run;
         }, $guard, Guard::class)();
 
         $key = spl_object_hash($lock);
@@ -104,7 +117,7 @@ final class CronGuard
             self::$active[$key][1]++;
             $hold = [$key, self::$active[$key][2]];
         } elseif (!$alreadyHeld) {
-            self::$active[$key] = [$lock, 1, self::$nextId, Process::pid()];
+            self::$active[$key] = [$lock, 1, self::$nextId, Process::pid(), $run];
             $hold = [$key, self::$nextId++];
         }
         // finally, not after the call: a Fiber destroyed while suspended in
@@ -112,13 +125,80 @@ final class CronGuard
         // its guard ends then, as the extension's does. exit() and fatal
         // errors skip finally: releaseAll() at shutdown covers them.
         $returned = false;
+        $failed = null;
         try {
             $result = $job($guard);
             $returned = true;
+        } catch (\Throwable $e) {
+            $failed = $e;
+            throw $e;
         } finally {
-            self::finish($hold, $lock, $returned);
+            try {
+                $released = self::finish($hold, $lock, $returned, $run);
+            } catch (\Throwable $e) {
+                $run->finish(null, $failed !== null ? $failed : $e);
+                throw $e;
+            }
+            $run->finish($released, $failed);
         }
         return $result;
+    }
+
+    /** @param array<string, mixed> $options */
+    private static function positiveSeconds(array $options, string $key): ?float
+    {
+        $seconds = Args::seconds($options, $key);
+        if ($seconds !== null && $seconds <= 0) {
+            throw Args::value("\$options['$key']", 'must be greater than 0');
+        }
+        return $seconds;
+    }
+
+    /** @param array<string, mixed> $options */
+    private static function exitStatus(array $options, string $key): ?int
+    {
+        if (isset($options[$key]) && !is_int($options[$key])) {
+            throw Args::type("\$options['$key']", 'must be of type ?int, ' . Args::typeName($options[$key]) . ' given');
+        }
+        $status = isset($options[$key]) ? $options[$key] : null;
+        if ($status !== null && ($status < 0 || $status > 255)) {
+            throw Args::value("\$options['$key']", 'must be an exit status between 0 and 255');
+        }
+        return $status;
+    }
+
+    /** Logs a skipped run and its record; true when the holder looks stuck. */
+    private static function skip(Lock $lock, $why, string $what, string $recordName, float $waited, ?float $staleAfter, Report $report): bool
+    {
+        $fields = ['lock' => $recordName, 'outcome' => 'skipped: busy', 'waited_ms' => (int) floor($waited * 1000), 'held_ms' => 0, 'holder' => null];
+        $waitedWords = Report::tenths($waited);
+        if ($why === 'signal') {
+            $fields['outcome'] = 'skipped: interrupted';
+            $report->note('notice', 'interrupted', "cron_guard: waiting for lock $what was interrupted by a signal; waited $waitedWords; skipping this run", $fields);
+            $report->record($fields);
+            return false;
+        }
+        if ($why === 'self') {
+            $fields['holder'] = Process::pid() . '@' . Process::hostname();
+            $report->note('notice', 'busy', sprintf('cron_guard: lock %s is held by this process (pid %d) through another lock object; skipping this run', $what, Process::pid()), $fields);
+            $report->record($fields);
+            return false;
+        }
+        list($who, $pidAtHost, $since) = self::holder($lock);
+        $fields['holder'] = $pidAtHost;
+        $stuck = false;
+        if ($since !== null) {
+            $age = max(0, time() - $since);
+            $who .= ' since ' . Report::clock($since) . ' (' . Report::duration($age) . ')';
+            if ($staleAfter !== null && $age > $staleAfter) {
+                $stuck = true;
+                $who .= ', longer than stale_after (' . Report::duration($staleAfter) . '): it looks stuck';
+            }
+        }
+        $line = "cron_guard: lock $what is held by $who; waited $waitedWords; skipping this run";
+        $report->note($stuck ? 'warning' : 'notice', $stuck ? 'stuck' : 'busy', $line, $fields);
+        $report->record($fields);
+        return $stuck;
     }
 
     /** Shutdown: release what running cron_guard() calls took (exit(), fatal errors). */
@@ -130,10 +210,19 @@ final class CronGuard
             if ($shared[3] !== Process::pid()) {
                 continue; // the parent's hold, inherited by this fork child
             }
+            $error = error_get_last();
+            $fatal = $error !== null && in_array($error['type'], [E_ERROR, E_CORE_ERROR, E_COMPILE_ERROR, E_USER_ERROR, E_RECOVERABLE_ERROR, E_PARSE], true);
+            if (!$fatal && $lock instanceof File && !$lock->renew()) {
+                $shared[4]->lose('', false);
+            }
+            $released = null;
             try {
-                $lock->release();
+                $released = (bool) $lock->release();
             } catch (\Throwable $e) {
                 self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
+            }
+            if (!$fatal) {
+                $shared[4]->finish($released, null); // after exit(): the job ran
             }
         }
     }
@@ -142,32 +231,40 @@ final class CronGuard
      * One guard of a hold ended: the last one releases it. D8: a failing release is logged;
      * thrown only when the job returned normally.
      *
+     * At the job's end, whether the hold survived: File's path is checked first (unlocking never
+     * looks at it), else release()'s own answer says.
+     *
      * @param array{0: string, 1: int}|null $hold key and id; null: not ours (D2)
+     * @return bool|null release()'s answer (false: the hold was gone); null when not released here
      */
-    private static function finish($hold, Lock $lock, bool $jobReturned)
+    private static function finish($hold, Lock $lock, bool $jobReturned, Run $run)
     {
         if ($hold === null) {
-            return; // D2: not ours to release
+            return null; // D2: not ours to release
         }
         list($key, $id) = $hold;
         if (!isset(self::$active[$key]) || self::$active[$key][2] !== $id) {
-            return; // released at shutdown already
+            return null; // released at shutdown already
         }
         if (--self::$active[$key][1] > 0) {
-            return; // another guard's job on it still runs
+            return null; // another guard's job on it still runs
         }
         $takenBy = self::$active[$key][3];
         unset(self::$active[$key]);
         if ($takenBy !== Process::pid()) {
-            return; // the parent's hold, inherited by this fork child
+            return null; // the parent's hold, inherited by this fork child
+        }
+        if ($lock instanceof File && !$lock->renew()) {
+            $run->lose('', false);
         }
         try {
-            $lock->release();
+            return (bool) $lock->release();
         } catch (\Throwable $e) {
             self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
             if ($jobReturned) {
                 throw $e;
             }
+            return null;
         }
     }
 
@@ -281,7 +378,12 @@ final class CronGuard
         );
     }
 
-    private static function holder(Lock $lock): string
+    /**
+     * Who holds a busy lock, as far as it can tell: words, pid@host, since (Unix seconds).
+     *
+     * @return array{0: string, 1: ?string, 2: ?int}
+     */
+    private static function holder(Lock $lock): array
     {
         if ($lock instanceof File) {
             try {
@@ -290,16 +392,22 @@ final class CronGuard
                 $pid = null;
             }
             if ($pid !== null) {
-                return "pid $pid";
+                $recorded = \Closure::bind(function () {
+                    return $this->recordedHolder();
+                }, $lock, File::class)();
+                $host = Args::cut($recorded !== null && $recorded[0] === $pid ? $recorded[1] : Process::hostname());
+                $since = $recorded !== null && $recorded[0] === $pid ? $recorded[2] : null;
+                return ["pid $pid on $host", "$pid@$host", $since];
             }
         } elseif ($lock instanceof Redis) {
             $value = \Closure::bind(function () {
                 return $this->lastHolder;
             }, $lock, Redis::class)();
             if (is_string($value) && preg_match('/^[^:]*:([0-9]+)@(.*)$/s', $value, $m)) {
-                return "pid {$m[1]} on " . Args::cut(self::escapeNonUtf8($m[2]));
+                $host = Args::cut(self::escapeNonUtf8($m[2]));
+                return ["pid {$m[1]} on $host", "{$m[1]}@$host", null];
             }
         }
-        return 'another process (pid unknown)';
+        return ['another process (pid unknown)', null, null];
     }
 }

@@ -128,24 +128,22 @@ fn is_iso8601_utc(text: &[u8]) -> bool {
         })
 }
 
-/// Civil date from days since 1970 (Howard Hinnant's algorithm).
 fn iso8601_utc(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    crate::lock::report::iso8601_utc(secs)
+}
+
+/// The holder a record names: pid, host and since (Unix seconds); `None`
+/// unless `record` is exactly such a record (see [`parse_record_pid`]).
+pub fn parse_record_holder(record: &[u8]) -> Option<(u32, String, u64)> {
+    let pid = parse_record_pid(record)?;
+    let text = std::str::from_utf8(record).ok()?.trim_end();
+    let (_, rest) = text.split_once(" host=")?;
+    let (host, since) = rest.split_once(" since=")?;
+    Some((
+        pid,
+        host.to_owned(),
+        crate::lock::report::parse_iso8601_utc(since)?,
+    ))
 }
 
 #[cfg(test)]
