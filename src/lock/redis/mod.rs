@@ -80,14 +80,14 @@
 //!
 //! # Cluster
 //!
-//! `redis-cluster://seed,seed…` (module `cluster`): commands go to the node
+//! `redis-cluster://seed,seed…` (module `topology::cluster`): commands go to the node
 //! that answered last; `MOVED` repoints us, `ASK` sends that one command
 //! (with `ASKING`, again after the crate's `NOSCRIPT` reload) to the node it
 //! names, an unreachable node sends us back to the seeds, a redirect loop
 //! (more than 5 in a row) is followed again after a 20-100 ms pause and,
 //! once the budget is spent, is a transient failure; the whole call
 //! takes at most `read + connect + read` timeouts however many nodes it
-//! walks (`cluster::call_budget`). Companion keys
+//! walks (`topology::cluster::call_budget`). Companion keys
 //! are `<key>:fence` when `<key>` has a hash tag, else `{<key>}:fence`, so the
 //! two-key scripts never cross slots. Waiters subscribe with plain
 //! `SUBSCRIBE` on the node they talk to: cluster `PUBLISH` reaches every
@@ -100,7 +100,7 @@
 //!
 //! `redis-sentinel://…/master[/db]`: before every command the lock (and its
 //! renewal thread) asks the sentinels, the last that answered first, for the
-//! master's address (`sentinel`), and opens a new connection when it moved;
+//! master's address (`topology::sentinel`), and opens a new connection when it moved;
 //! a new connection to the master checks `ROLE` (a demoted master is a
 //! transient failure). So renew and acquire follow the master the sentinels
 //! name now, and a key that did not reach it is reported lost. The DSN's
@@ -114,7 +114,7 @@
 //!
 //! [`RedisLock::on_masters`] with several DSNs of independent masters: each
 //! operation runs the same script on every master at once (one scoped
-//! thread per master, `redlock::on_all`; one master runs on the caller's
+//! thread per master, `topology::redlock`; one master runs on the caller's
 //! thread), so a master that is down or stopped costs its timeouts once.
 //!
 //! - acquire: held when a majority (`n/2 + 1`) granted and the attempt took
@@ -139,7 +139,7 @@
 //!   master as yes: a minority that never had or lost the key does not make
 //!   a held lock "not held".
 //! - No server counts twice: [`RedisLock::on_masters`] refuses a list of one
-//!   and one whose DSNs name a server twice (`Node::server_identity`:
+//!   and one whose DSNs name a server twice (`node::Node::server_identity`:
 //!   loopback and IPv4-mapped spellings are one, the database is not part
 //!   of it); until every master has answered once, each attempt first asks
 //!   `INFO server`, and two masters with one `run_id` make it give its
@@ -228,41 +228,46 @@
 //!
 //! # Where things are
 //!
+//! Each module uses only modules below it in this table (no cycles):
+//!
 //! | module | what |
 //! | --- | --- |
-//! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release, messages |
-//! | `scripts` | the Lua scripts |
-//! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
-//! | `dsn` | parsing a DSN; the passwords kept out of messages |
-//! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
-//! | `listener` | a waiter's subscription to `<key>:released` |
-//! | `errors` | which failures are transient or fatal, and saying them in words |
-//! | `redlock` | Redlock: running a script on every master, majorities, the drift allowance |
-//! | `sentinel` | asking the sentinels for the master; the `redis-sentinel://` DSN |
-//! | `cluster` | following MOVED/ASK from seed nodes; companion keys in the key's slot |
+//! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release; no topology code |
+//! | `renewer` | the auto-renew thread |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
-//! | `renewer` | the hold's shared state and the auto-renew thread |
+//! | `listener` | a waiter's subscription to `<key>:released` |
+//! | `hold` | what we know about a key we acquired, shared by the lock, the registry and the renewer |
+//! | `topology` | `Topology`: Single, Sentinel, Cluster or Redlock, one file each; what differs between them |
+//! | `topology::master` | the `Master` trait every topology but Redlock ends at; attempts and verdicts |
+//! | `target` | the key, its settings, and failures in words |
+//! | `node` | one server and our connection to it; telling two DSNs of one server apart |
+//! | `dsn` | parsing a DSN and the pieces of Sentinel and Cluster DSNs; the passwords kept out of messages |
+//! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
+//! | `scripts` | the Lua scripts: `polyfill/resources/redis/*.lua`, embedded |
+//! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
+//! | `errors` | which failures are transient or fatal, and saying them in words |
 //! | `token` | the random part of a token |
 //! | `tests` | against real redis-servers, Redlock masters and Sentinel setups (`tests/server.rs` starts them) |
 
-mod cluster;
 mod connection;
 mod dsn;
 mod errors;
+mod hold;
 mod listener;
 mod lock;
+mod node;
 mod options;
-mod redlock;
 mod registry;
 mod renewer;
 mod scripts;
-mod sentinel;
+mod target;
 #[cfg(test)]
 mod tests;
 mod token;
+mod topology;
 
 pub use lock::RedisLock;
 pub use options::{
     check_timeout, tls_supported, ttl_from_secs, RedisOptions, MAX_TIMEOUT, MAX_TTL,
 };
-pub use sentinel::SentinelAuth;
+pub use topology::SentinelAuth;

@@ -25,6 +25,20 @@ pub struct RedisOptions {
     pub replicas: u32,
 }
 
+impl RedisOptions {
+    /// These options with no timeout longer than `budget` (at least 1 ms:
+    /// a zero timeout is refused by the socket API), for a call that must
+    /// end within it.
+    pub(super) fn within(&self, budget: Duration) -> RedisOptions {
+        let budget = budget.max(Duration::from_millis(1));
+        RedisOptions {
+            connect_timeout: self.connect_timeout.min(budget),
+            read_timeout: self.read_timeout.min(budget),
+            ..*self
+        }
+    }
+}
+
 impl Default for RedisOptions {
     fn default() -> Self {
         RedisOptions {

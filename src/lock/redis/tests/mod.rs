@@ -159,7 +159,7 @@ fn new_validates_arguments_without_connecting() {
     assert_eq!(lock.renew(None), Ok(false));
     assert!(!lock.is_held());
     assert_eq!((lock.token(), lock.fencing_token()), (None, None));
-    assert_eq!((lock.key(), lock.ttl), ("k", ttl));
+    assert_eq!((lock.key(), lock.target.ttl), ("k", ttl));
     drop(lock);
     assert!(started.elapsed() < Duration::from_millis(100));
     assert!(tls_supported());
