@@ -232,9 +232,9 @@ final class Redis implements Lock, \Serializable
         $sent = Process::now();
         $keys = [$this->key, $this->key . ':fence'];
         if ($this->oncePerMs !== null) {
-            list($reply) = $this->run(Scripts::ACQUIRE_IN_WINDOW_LUA, $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs, $confirm ? '1' : '0'], $inWait);
+            list($reply) = $this->run(Scripts::get(Scripts::ACQUIRE_IN_WINDOW), $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs, $confirm ? '1' : '0'], $inWait);
         } else {
-            list($reply) = $this->run(Scripts::ACQUIRE_LUA, $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
+            list($reply) = $this->run(Scripts::get(Scripts::ACQUIRE), $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
         }
         if (!is_array($reply) || count($reply) < 5) {
             throw new RedisFailure(RedisFailure::REPLY, 'unexpected reply to the acquire script');
@@ -313,7 +313,7 @@ final class Redis implements Lock, \Serializable
         }
         $sent = Process::now();
         try {
-            list($reply) = $this->run(Scripts::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl), $this->hold['windowEnd']]);
+            list($reply) = $this->run(Scripts::get(Scripts::RENEW), [$this->key], [$this->hold['token'], $this->ttlMs($ttl), $this->hold['windowEnd']]);
         } catch (RedisFailure $f) {
             throw $this->failure('renew', $f); // still held until its TTL runs out
         }
@@ -354,7 +354,7 @@ final class Redis implements Lock, \Serializable
     private function leaveToExpire(string $token, int $windowEnd): bool
     {
         try {
-            list($reply, $retried) = $this->run(Scripts::END_WINDOW_LUA, [$this->key], [$token, $windowEnd, $this->key . ':released']);
+            list($reply, $retried) = $this->run(Scripts::get(Scripts::END_WINDOW), [$this->key], [$token, $windowEnd, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('leave to expire', $f);
         }
@@ -395,7 +395,7 @@ final class Redis implements Lock, \Serializable
     private function deleteIfOurs(string $token): bool
     {
         try {
-            list($reply, $retried) = $this->run(Scripts::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+            list($reply, $retried) = $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('release', $f); // not held any more; the key expires by its TTL
         }
@@ -589,7 +589,7 @@ final class Redis implements Lock, \Serializable
             throw new LockException('cannot start the auto-renew process: it exits at once');
         } catch (LockException $e) {
             try {
-                $this->run(Scripts::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+                $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
             } catch (RedisFailure $ignored) {
                 // best effort: otherwise the key stays until its TTL
             }

@@ -148,7 +148,7 @@ while (true) {
         if ($client === null) {
             $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
         }
-        if ((int) $client->script(CronLock\Polyfill\Scripts::RENEW_LUA, [$job['key']], [$token, $ttlMs, $windowEnd]) !== 1) {
+        if ((int) $client->script(CronLock\Polyfill\Scripts::get(CronLock\Polyfill\Scripts::RENEW), [$job['key']], [$token, $ttlMs, $windowEnd]) !== 1) {
             echo "LOST $seq\n";
             $token = null;
             continue;
