@@ -5,7 +5,7 @@ namespace CronLock\Polyfill;
 use CronLock\LockException;
 
 /**
- * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
+ * 'auto_renew' without threads: a helper PHP process (renew-helper.php), one per
  * lock object, with its own connection renews the key every ttl/3 with the
  * token-checked renew script while the lock is held ("HOLD <n> <token> <window end> <sent>"
  * until "IDLE" on its stdin). It learns everything, the password included,
@@ -52,7 +52,7 @@ final class Renewer
         // with the holder: it checks before each renewal that the holder
         // lives, and stdin closes when the holder dies. Stop signals (Ctrl-Z)
         // are not ignored, and a stopped holder is not renewed for.
-        $command = "trap '' HUP INT QUIT TERM; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
+        $command = "trap '' HUP INT QUIT TERM; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renew-helper.php');
         $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']];
         $pipes = [];
         $proc = function_exists('proc_open') ? @proc_open($command, $spec, $pipes) : false;
