@@ -22,5 +22,6 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .function(php::guard::cron_guard_function())
         .request_startup_function(php::request_startup)
         .request_shutdown_function(php::request_shutdown)
+        .shutdown_function(php::module_shutdown)
         .info_function(php::info::module_info)
 }

@@ -5,6 +5,7 @@ pub mod database;
 pub mod dirs;
 pub mod file;
 pub mod redis;
+pub mod signals;
 mod sys;
 
 use crate::error::{Error, Result};

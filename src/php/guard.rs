@@ -659,10 +659,7 @@ fn busy_message(lock: &Zval, refusal: Option<Refusal>) -> String {
             .flatten()
             .map(|pid| format!("pid {pid}"))
     } else if let Some(redis) = object.and_then(ZendClassObject::<Redis>::from_zend_obj) {
-        redis
-            .lock()
-            .last_holder()
-            .map(|(pid, host)| format!("pid {pid} on {}", shorten(host)))
+        redis.lock().holder_description()
     } else if let Some(db) = object.and_then(ZendClassObject::<Database>::from_zend_obj) {
         db.holder_for_message()
     } else {

@@ -44,6 +44,16 @@ impl Failure {
         }
     }
 
+    /// Whether the server could not be reached or did not answer (as
+    /// opposed to answering with an error).
+    pub(super) fn is_unreachable(&self) -> bool {
+        match self {
+            Failure::Connect(_) => true,
+            Failure::Command(err) => err.kind() == ErrorKind::Io,
+            Failure::Unrouted { .. } => false,
+        }
+    }
+
     /// Whether a waiter should try again: the server could not be reached,
     /// the connection broke or timed out, or the server said "not now".
     pub(super) fn is_transient(&self) -> bool {

@@ -2,7 +2,7 @@
 //! registry of this thread's holds and the renewal thread: until when it
 //! is ours, whether it was found lost, and its once-per window.
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,9 @@ pub(super) struct HoldState {
     /// Serializes renewals so an older reply cannot overwrite the expiry a
     /// newer one set.
     pub(super) renew_gate: Mutex<()>,
-    stopping: Mutex<bool>,
-    stop_signal: Condvar,
+    /// The lock released or dropped the hold: the renewal thread renews
+    /// it no more.
+    stopped: AtomicBool,
 }
 
 impl HoldState {
@@ -38,8 +39,7 @@ impl HoldState {
             window_end_ms: AtomicI64::new(0),
             lost: AtomicBool::new(false),
             renew_gate: Mutex::new(()),
-            stopping: Mutex::new(false),
-            stop_signal: Condvar::new(),
+            stopped: AtomicBool::new(false),
         };
         state.store_expiry(acquired_at, ttl);
         state
@@ -99,22 +99,10 @@ impl HoldState {
     }
 
     pub(super) fn signal_stop(&self) {
-        *self.stopping.lock() = true;
-        self.stop_signal.notify_all();
+        self.stopped.store(true, Ordering::Release);
     }
 
-    /// Sleeps until `until` or a stop request; true when asked to stop.
-    pub(super) fn wait_for_stop(&self, until: Instant) -> bool {
-        let mut stopping = self.stopping.lock();
-        while !*stopping {
-            if self
-                .stop_signal
-                .wait_until(&mut stopping, until)
-                .timed_out()
-            {
-                break;
-            }
-        }
-        *stopping
+    pub(super) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 }

@@ -5,17 +5,16 @@ use super::hold::HoldState;
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
 use super::registry::{self, LockName};
-use super::renewer::Renewal;
+use super::renewer::{self, NewHold, Registration};
 use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::token::{random_token, HolderValue};
 use super::topology::{Attempt, Mode, SentinelAuth, Topology};
 use crate::error::{Error, Result};
-use crate::lock::{sys, Wait};
+use crate::lock::{shorten, sys, Wait};
 use std::mem;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Waiters retry at least this often, for holders that `DEL` the key
@@ -38,6 +37,9 @@ pub struct RedisLock {
     hold: Option<Hold>,
     /// The value of `<key>` seen by the last acquire that found it busy.
     last_holder: Option<HolderValue>,
+    /// When that key expired at the latest, as the same acquire found it
+    /// (`None`: it has no TTL).
+    last_expires_in: Option<Duration>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
@@ -56,16 +58,18 @@ struct Hold {
     token: String,
     fence: i64,
     state: Arc<HoldState>,
-    renewer: Option<JoinHandle<()>>,
+    /// Known to the renewal thread, which renews it (a lease,
+    /// `auto_renew`) and releases it on a terminating signal; `None` when
+    /// the thread could not be started for a hold that does not renew.
+    registration: Option<Registration>,
 }
 
 impl Hold {
-    /// Stops the renewal thread, if any, and waits for it.
+    /// Stops renewing it, and waits for its renewal in flight, if any.
     fn finish(self) {
-        if let Some(renewer) = self.renewer {
-            self.state.signal_stop();
-            // A panic in the thread already lost the lock; nothing to report.
-            let _ = renewer.join();
+        self.state.signal_stop();
+        if let Some(registration) = self.registration {
+            registration.finish();
         }
     }
 }
@@ -161,6 +165,7 @@ impl RedisLock {
             owner_pid: sys::current_pid(),
             hold: None,
             last_holder: None,
+            last_expires_in: None,
             busy_here: false,
             once_per: None,
             unsettled: None,
@@ -225,7 +230,8 @@ impl RedisLock {
                 Attempt::Ours(fence, sent, window_end, window_left) => {
                     self.start_hold(token, fence, sent, window_end, window_left)
                 }
-                Attempt::Busy(_) => {
+                Attempt::Busy(expires_in) => {
+                    self.last_expires_in = expires_in;
                     self.busy_here = self.busy_through_this_thread();
                     Ok(false)
                 }
@@ -262,6 +268,7 @@ impl RedisLock {
                     return self.start_hold(token, fence, sent, window_end, window_left)
                 }
                 Ok(Attempt::Busy(expires_in)) => {
+                    self.last_expires_in = expires_in;
                     if self.busy_through_this_thread() {
                         self.busy_here = true;
                         return Err(self.would_deadlock());
@@ -398,26 +405,26 @@ impl RedisLock {
             state.keep_to_window_end(window_end_ms, sent, left);
         }
         let state = Arc::new(state);
-        let renewer = if self.target.options.auto_renew {
-            let renewal = Renewal {
-                topology: self.topology.fresh(),
-                target: self.target.clone(),
-                token: token.clone(),
-                valid_for: self.topology.valid_for(self.target.ttl),
-            };
-            match renewal.spawn(&state) {
-                Ok(renewer) => Some(renewer),
-                Err(err) => {
-                    // Best effort: otherwise the key stays until its TTL.
-                    let _ = self.delete_if_ours(&token);
-                    return Err(Error::Lock(format!(
-                        "cannot start the auto-renew thread: {}",
-                        plain_io(&err)
-                    )));
-                }
+        let renews = self.target.options.auto_renew;
+        let hold = NewHold {
+            topology: self.topology.fresh(),
+            target: self.target.clone(),
+            token: token.clone(),
+            valid_for: self.topology.valid_for(self.target.ttl),
+            renews,
+        };
+        let registration = match renewer::register(hold, &state) {
+            Ok(registration) => Some(registration),
+            // Only a terminating signal would have needed the thread.
+            Err(_) if !renews => None,
+            Err(err) => {
+                // Best effort: otherwise the key stays until its TTL.
+                let _ = self.delete_if_ours(&token);
+                return Err(Error::Lock(format!(
+                    "cannot start the auto-renew thread: {}",
+                    plain_io(&err)
+                )));
             }
-        } else {
-            None
         };
         self.unsettled = None;
         registry::register(&self.name, self.id, self.owner_pid, &token, &state);
@@ -425,7 +432,7 @@ impl RedisLock {
             token,
             fence,
             state,
-            renewer,
+            registration,
         });
         Ok(true)
     }
@@ -652,6 +659,25 @@ impl RedisLock {
         let (_, holder) = self.last_holder.as_deref()?.split_once(':')?;
         let (pid, host) = holder.split_once('@')?;
         Some((pid.parse().ok()?, host))
+    }
+
+    /// Who held the lock when the last `acquire` found it busy, for the
+    /// busy line: `pid N on host`, and when that process is not running on
+    /// this host, that and when the key expires at the latest. Only words:
+    /// containers share host names, so nothing is done on that guess.
+    pub fn holder_description(&self) -> Option<String> {
+        let (pid, host) = self.last_holder()?;
+        let mut line = format!("pid {pid} on {}", shorten(host));
+        if host == sys::hostname() && !sys::process_alive(pid) {
+            match self.last_expires_in {
+                Some(left) => line.push_str(&format!(
+                    " (not running on this host; the key expires in {} s)",
+                    left.as_millis().div_ceil(1000)
+                )),
+                None => line.push_str(" (not running on this host)"),
+            }
+        }
+        Some(line)
     }
 
     /// Whether the last `acquire` found the key held by another lock object

@@ -207,14 +207,26 @@
 //! Sent in milliseconds, rounded up (so at least 1 ms); at most 10 years
 //! ([`MAX_TTL`]) — more is refused as a bad `$ttl`.
 //!
-//! # Auto-renew
+//! # Auto-renew, and terminating signals
 //!
-//! With [`RedisOptions::auto_renew`] a thread with its own connection renews
-//! the key every ttl/3 while the lock is held. It stops when the lock is
-//! released or dropped (woken at once, not after a sleep), or when it finds
-//! the key is no longer ours or could not renew before the TTL ran out; the
-//! lock is then lost. It always renews to the lock's TTL, also after a
-//! one-off `renew(Some(ttl))`.
+//! One thread per process (module `renewer`) renews every hold whose lock
+//! has [`RedisOptions::auto_renew`] (the PHP layer's default: a [`LEASE`]
+//! of 30 s when no `$ttl` is given) every ttl/3, on connections of its own,
+//! at most one per server and credentials; a renewal that found a server
+//! unreachable makes its other holds wait for the retry rather than each
+//! wait out the timeout. A hold stops being renewed when the lock is
+//! released or dropped (a renewal in flight is awaited, so none is sent
+//! after `release()` returns), or when a renewal finds the key is no longer
+//! ours or could not renew before the TTL ran out; the lock is then lost.
+//! It always renews to the lock's TTL, also after a one-off
+//! `renew(Some(ttl))`.
+//!
+//! Every hold, renewed or not, is known to that thread: while any exists,
+//! `crate::lock::signals` makes a terminating signal whose disposition was
+//! the default one release them all (token-checked, a once-per hold left
+//! to expire at its window's end, within 2 s) before the process dies of
+//! that signal. The thread ends by [`shutdown`], before the module is
+//! unloaded.
 //!
 //! # Fork
 //!
@@ -223,8 +235,9 @@
 //! sending anything, and dropping it sends nothing: the inherited sockets
 //! are forgotten, never closed (closing a TLS session would corrupt the
 //! parent's), and the parent's renewal thread, which does not exist in the
-//! child, is neither joined nor signalled. The child may `acquire` on its
-//! own connection.
+//! child, is neither joined nor signalled (its state is forgotten too). The
+//! child may `acquire` on its own connection; its first hold starts a
+//! renewal thread of its own.
 //!
 //! # Where things are
 //!
@@ -233,7 +246,7 @@
 //! | module | what |
 //! | --- | --- |
 //! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release; no topology code |
-//! | `renewer` | the auto-renew thread |
+//! | `renewer` | the process's one renewal thread: renewals, and the release on a terminating signal |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
 //! | `listener` | a waiter's subscription to `<key>:released` |
 //! | `hold` | what we know about a key we acquired, shared by the lock, the registry and the renewer |
@@ -268,6 +281,7 @@ mod topology;
 
 pub use lock::RedisLock;
 pub use options::{
-    check_timeout, tls_supported, ttl_from_secs, RedisOptions, MAX_TIMEOUT, MAX_TTL,
+    check_timeout, tls_supported, ttl_from_secs, RedisOptions, LEASE, MAX_TIMEOUT, MAX_TTL,
 };
+pub use renewer::{holds_nothing_now, shutdown};
 pub use topology::SentinelAuth;

@@ -6,6 +6,12 @@ use std::time::Duration;
 /// The longest TTL accepted: 10 years.
 pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
+/// The TTL of a key held without a `$ttl`: the lock renews it every
+/// third of that (10 s) while its process lives (Redisson's watchdog), so
+/// a holder killed by SIGKILL, or on a host that went down, blocks the
+/// next run for at most this long.
+pub const LEASE: Duration = Duration::from_secs(30);
+
 /// Whether `rediss://` DSNs work in this build (they do: rustls is built in).
 pub fn tls_supported() -> bool {
     true

@@ -113,6 +113,10 @@ impl Master for Cluster {
     fn forget_connections(&mut self) {
         self.node.forget_connection();
     }
+
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+        visit(&self.node.server, &mut self.node.conn);
+    }
 }
 
 impl Seeds {

@@ -4,7 +4,7 @@
 //! one `ConnectionLike`), the acquire attempt's outcome, and the verdict of
 //! a yes/no script.
 
-use super::super::connection::with_connection;
+use super::super::connection::{with_connection, Server};
 use super::super::errors::Failure;
 use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
@@ -39,6 +39,10 @@ pub(super) trait Master {
 
     /// In a forked child: forget the parent's sockets without closing them.
     fn forget_connections(&mut self);
+
+    /// Each connection slot and the server it is for, so that the renewal
+    /// thread can lend it a connection it keeps and take it back.
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>));
 }
 
 /// The acquire script's reply: `{1, fence, '', window end, ms until it}`

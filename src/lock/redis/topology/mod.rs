@@ -191,6 +191,26 @@ impl Topology {
         });
     }
 
+    /// Each connection slot and the server it is for (see
+    /// [`Master::for_each_connection`]).
+    pub(super) fn for_each_connection(
+        &mut self,
+        visit: &mut dyn FnMut(&Server, &mut Option<Connection>),
+    ) {
+        by_kind!(self, master => master.for_each_connection(visit), redlock => {
+            for master in &mut redlock.masters {
+                visit(&master.node.server, &mut master.node.conn);
+            }
+        });
+    }
+
+    /// The server the next command goes to, named as
+    /// [`Server::pool_key`] names it; `None` for Redlock (its masters are
+    /// asked at once, each within a share of the validity).
+    pub(super) fn next_server(&self) -> Option<String> {
+        by_kind!(self, master => Some(master.node().server.pool_key()), _redlock => None)
+    }
+
     /// One run of the acquire script (retried once on a broken connection:
     /// it is idempotent for a given token), with `WAIT` for the replicas
     /// asked for. Records who holds the key in `last_holder`; a take or

@@ -15,6 +15,7 @@ use super::super::token::HolderValue;
 use super::master::{quorum, AcquireReply, Attempt, Mode};
 use super::single::Single;
 use crate::error::{Error, Result};
+use crate::lock::signals;
 use redis::{Connection, ErrorKind, RedisError, RedisResult, ScriptInvocation};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -431,16 +432,19 @@ fn in_parallel<T: Send>(
         return vec![run(master)];
     }
     thread::scope(|scope| {
-        let started: Vec<_> = masters
-            .iter_mut()
-            .map(|master| {
-                thread::Builder::new()
-                    .name("cronlock-redlock".to_owned())
-                    // No signal check here: the engine's interrupt flag
-                    // belongs to the PHP thread, which checks it after.
-                    .spawn_scoped(scope, move || run(master))
-            })
-            .collect();
+        // Signals are the PHP thread's to take (see lock::signals).
+        let started: Vec<_> = signals::with_signals_blocked(|| {
+            masters
+                .iter_mut()
+                .map(|master| {
+                    thread::Builder::new()
+                        .name("cronlock-redlock".to_owned())
+                        // No signal check here: the engine's interrupt flag
+                        // belongs to the PHP thread, which checks it after.
+                        .spawn_scoped(scope, move || run(master))
+                })
+                .collect()
+        });
         started
             .into_iter()
             .map(|spawned| match spawned {

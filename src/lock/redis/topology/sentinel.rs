@@ -45,8 +45,10 @@ pub(in crate::lock::redis) struct Sentinel {
     sentinels: Vec<Server>,
     master: String,
     master_dsn: MasterDsn,
-    /// The connection to the sentinel that answered last, and its index.
-    conn: Option<(usize, Connection)>,
+    /// The sentinel that answered last (asked first next time).
+    at: usize,
+    /// Our connection to it.
+    conn: Option<Connection>,
     /// The master the sentinels named last (a placeholder until asked).
     node: Node,
 }
@@ -152,6 +154,7 @@ impl Sentinel {
             sentinels,
             master,
             master_dsn,
+            at: 0,
             conn: None,
             node: Node::new(placeholder),
         };
@@ -207,13 +210,14 @@ impl Sentinel {
     /// sentinel named one.
     fn follow(&mut self, options: &RedisOptions) -> std::result::Result<(), String> {
         let count = self.sentinels.len();
-        let first = self.conn.as_ref().map_or(0, |(index, _)| *index);
+        let first = self.at;
         let mut reasons = Vec::new();
         for step in 0..count {
             let index = (first + step) % count;
-            let mut conn = match self.conn.take() {
-                Some((at, conn)) if at == index => conn,
-                _ => match open(&self.sentinels[index], options) {
+            let kept = self.conn.take().filter(|_| index == self.at);
+            let mut conn = match kept {
+                Some(conn) => conn,
+                None => match open(&self.sentinels[index], options) {
                     Ok(conn) => conn,
                     Err(err) => {
                         reasons.push(format!(
@@ -236,7 +240,7 @@ impl Sentinel {
                 .to_string();
             match reply {
                 Ok(Some((host, port))) => {
-                    self.conn = Some((index, conn));
+                    (self.at, self.conn) = (index, Some(conn));
                     let current = self.node.addr();
                     let named = if host.contains(':') {
                         format!("[{host}]:{port}")
@@ -253,7 +257,7 @@ impl Sentinel {
                     return Ok(());
                 }
                 Ok(None) => {
-                    self.conn = Some((index, conn));
+                    (self.at, self.conn) = (index, Some(conn));
                     reasons.push(format!("{addr}: knows no master of that name"));
                 }
                 Err(err) => reasons.push(format!("{addr}: {}", describe_sentinel_failure(&err))),
@@ -304,6 +308,7 @@ impl Master for Sentinel {
             sentinels: self.sentinels.clone(),
             master: self.master.clone(),
             master_dsn: self.master_dsn.clone(),
+            at: self.at,
             conn: None,
             node: self.node.fresh(),
         }
@@ -314,6 +319,11 @@ impl Master for Sentinel {
     fn forget_connections(&mut self) {
         std::mem::forget(self.conn.take());
         self.node.forget_connection();
+    }
+
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+        visit(&self.sentinels[self.at], &mut self.conn);
+        visit(&self.node.server, &mut self.node.conn);
     }
 }
 

@@ -1,6 +1,7 @@
 //! One Redis server: `redis://`, `rediss://` or `unix://`. Commands go to
 //! it, once more on a new connection after a broken one.
 
+use super::super::connection::Server;
 use super::super::dsn::{parse_dsn, Secrets};
 use super::super::errors::Failure;
 use super::super::node::{Node, NodeResult};
@@ -64,6 +65,10 @@ impl Master for Single {
 
     fn forget_connections(&mut self) {
         self.node.forget_connection();
+    }
+
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+        visit(&self.node.server, &mut self.node.conn);
     }
 }
 
