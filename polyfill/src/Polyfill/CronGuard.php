@@ -297,7 +297,9 @@ final class CronGuard
                 return $this->lastHolder;
             }, $lock, Redis::class)();
             if (is_string($value) && preg_match('/^[^:]*:([0-9]+)@(.*)$/s', $value, $m)) {
-                return "pid {$m[1]} on " . Args::cut(self::escapeNonUtf8($m[2]));
+                return "pid {$m[1]} on " . Args::cut(self::escapeNonUtf8($m[2])) . \Closure::bind(function () {
+                    return $this->holderNotRunning();
+                }, $lock, Redis::class)();
             }
         }
         return 'another process (pid unknown)';

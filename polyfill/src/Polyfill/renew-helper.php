@@ -1,10 +1,10 @@
 <?php
 
-// The auto-renew helper process of cronlock/polyfill's CronLock\Redis (see
-// Renewer.php). Reads its job as one JSON line on stdin; renews every ttl/3;
-// exits when stdin closes (released, or the holder died), when the process
-// that took the lock is gone (a fork child of it may keep stdin open), or
-// the key is lost.
+// The renewal helper process of cronlock/polyfill's CronLock\Redis (see
+// Renewer.php): one per holder process, for all its holds that renew. Reads
+// "INIT <json>" on stdin, then "HOLD <json>", "DROP <id>", "QUIT"; renews each
+// hold every ttl/3; exits when stdin closes (the holder died) or when the
+// process that started it is gone (a fork child of it may keep stdin open).
 
 spl_autoload_register(static function ($class) {
     if (strncmp($class, 'CronLock\\Polyfill\\', 18) === 0) {
@@ -13,21 +13,43 @@ spl_autoload_register(static function ($class) {
         if (is_file($file)) {
             require_once $file;
         }
+    } elseif (strncmp($class, 'CronLock\\', 9) === 0) {
+        $file = dirname(__DIR__) . '/' . substr($class, 9) . '.php';
+        if (is_file($file)) {
+            require_once $file;
+        }
     }
 });
+
+use CronLock\Polyfill\Process;
+use CronLock\Polyfill\RedisClient;
+use CronLock\Polyfill\RedisDsn;
+use CronLock\Polyfill\Scripts;
+
+/** Longest pause between renewals of a hold after a failed one. */
+const RENEW_RETRY_MAX = 1.0;
 
 // Everything comes through one fread() buffer: a buffered fgets() would keep
 // lines that stream_select() then never reports.
 $pending = '';
-while (($nl = strpos($pending, "\n")) === false) {
-    $data = fread(STDIN, 8192);
+$line = static function () use (&$pending) {
+    $nl = strpos($pending, "\n");
+    if ($nl === false) {
+        return null;
+    }
+    $line = substr($pending, 0, $nl);
+    $pending = (string) substr($pending, $nl + 1);
+    return $line;
+};
+while (strpos($pending, "\n") === false) {
+    $data = fread(STDIN, 65536);
     if ($data === '' || $data === false) {
         exit(1);
     }
     $pending .= $data;
 }
-$job = json_decode(substr($pending, 0, $nl), true);
-$pending = (string) substr($pending, $nl + 1);
+$init = (string) $line();
+$job = strncmp($init, 'INIT ', 5) === 0 ? json_decode(substr($init, 5), true) : null;
 if (!is_array($job)) {
     exit(1);
 }
@@ -37,13 +59,9 @@ if ($job['autoload'] !== null) {
         Predis\Autoloader::register();
     }
 }
-$dsn = new CronLock\Polyfill\RedisDsn();
-foreach ($job['dsn'] as $field => $value) {
-    $dsn->$field = $value;
-}
-// The process that took the lock is our parent (proc_open() exec'ed us):
-// once it is gone we are reparented, and renew no more, as the extension's
-// renewer thread dies with its process. Where our parent cannot be read, or
+// The process that started us is our parent (proc_open() exec'ed us): once
+// it is gone we are reparented, and renew no more, as the extension's
+// renewal thread dies with its process. Where our parent cannot be read, or
 // is not the owner to begin with, only stdin closing ends us.
 $parentPid = static function () {
     if (function_exists('posix_getppid')) {
@@ -69,103 +87,136 @@ $ownerStopped = static function () use ($owner) {
     $paren = is_string($stat) ? strrpos($stat, ')') : false;
     return $paren !== false && in_array(substr($stat, $paren + 2, 1), ['T', 't'], true);
 };
-$ttl = (float) $job['ttl'];
-// Connected before READY, which the lock waits for before it takes the key:
-// a slow connect (a TLS handshake, a cold start) delays that acquire, never
-// the first renewal. A failed one is retried at each renewal, as below.
-$client = null;
-try {
-    $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
-} catch (Throwable $e) {
-    $client = null;
-}
 echo "READY\n";
-$period = $ttl / 3;
-$ttlMs = (string) max(1, (int) ceil($ttl * 1000));
-$token = null;   // what we renew now; null: idle
-$seq = 0;
-$windowEnd = '0'; // the once-per window's end in ms, below which a renewal never shortens the key's life
-$validUntil = 0.0;
-$next = 0.0;
+
+/** @var array<string, array<string, mixed>> the holds we renew, by id */
+$holds = [];
+/** @var array<string, RedisClient> one connection per server and credentials */
+$clients = [];
+/** @var array<string, float> servers that just did not answer, until when their holds wait */
+$down = [];
+$serverOf = static function (array $dsn) {
+    return json_encode($dsn);
+};
+$connect = static function (array $hold) use (&$clients) {
+    if (!isset($clients[$hold['server']])) {
+        $dsn = new RedisDsn();
+        foreach ($hold['dsn'] as $field => $value) {
+            $dsn->$field = $value;
+        }
+        $clients[$hold['server']] = RedisClient::open($dsn, (float) $hold['connect_timeout'], (float) $hold['read_timeout']);
+    }
+    return $clients[$hold['server']];
+};
 while (true) {
+    $next = null;
+    foreach ($holds as $hold) {
+        $next = $next === null ? $hold['next'] : min($next, $hold['next']);
+    }
     if (strpos($pending, "\n") !== false) {
         $ready = 1; // lines already read
     } else {
         $read = [STDIN];
         $none = null;
-        if ($token === null) {
-            // idle: wake up now and then to see whether the owner is gone
-            $ready = @stream_select($read, $none, $none, $watchOwner ? 1 : null);
-        } else {
-            $left = max(0.0, $next - CronLock\Polyfill\Process::now());
-            $ready = @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
-        }
+        // idle: wake up now and then to see whether the owner is gone
+        $left = $next === null ? ($watchOwner ? 1.0 : null) : max(0.0, $next - Process::now());
+        $ready = $left === null
+            ? @stream_select($read, $none, $none, null)
+            : @stream_select($read, $none, $none, (int) floor($left), (int) (($left - floor($left)) * 1e6));
         if ($ready === false) {
             continue; // a signal
         }
         if ($ready > 0) {
-            $data = fread(STDIN, 8192);
+            $data = fread(STDIN, 65536);
             if ($data === '' || $data === false) {
-                exit(0); // the lock object or its process is gone
+                exit(0); // the holder is gone
             }
             $pending .= $data;
         }
     }
     if ($ready > 0) {
-        while (($nl = strpos($pending, "\n")) !== false) {
-            $f = explode(' ', substr($pending, 0, $nl));
-            $pending = (string) substr($pending, $nl + 1);
-            if ($f[0] === 'HOLD' && count($f) === 5) {
-                list(, $seq, $token, $windowEnd, $sent) = $f;
+        while (($command = $line()) !== null) {
+            if (strncmp($command, 'HOLD ', 5) === 0) {
+                $hold = json_decode(substr($command, 5), true);
+                if (!is_array($hold)) {
+                    continue;
+                }
+                $hold['server'] = $serverOf($hold['dsn']);
+                $hold['ttl'] = (float) $hold['ttl'];
+                $hold['ttl_ms'] = (string) max(1, (int) ceil($hold['ttl'] * 1000));
                 // counted from when the acquire was sent, as the holder counts
-                $validUntil = (float) $sent + $ttl;
-                $next = (float) $sent + $period;
-            } elseif ($f[0] === 'IDLE') {
-                $token = null;
-            } elseif ($f[0] === 'QUIT') {
-                // the lock object is gone; a fork child of the holder may
-                // keep this stdin open for as long as it lives
+                $hold['valid_until'] = (float) $hold['sent'] + $hold['ttl'];
+                $hold['next'] = (float) $hold['sent'] + $hold['ttl'] / 3;
+                $holds[$hold['id']] = $hold;
+                try {
+                    // Now, not at the first renewal: a slow connect (a TLS
+                    // handshake) must not delay it. A failed one is retried then.
+                    $connect($hold);
+                } catch (Throwable $e) {
+                    unset($clients[$hold['server']]);
+                }
+            } elseif (strncmp($command, 'DROP ', 5) === 0) {
+                unset($holds[substr($command, 5)]);
+            } elseif ($command === 'QUIT') {
+                // the holder's lock objects are gone; a fork child of the
+                // holder may keep this stdin open for as long as it lives
                 exit(0);
             }
         }
         continue;
     }
     if ($ownerGone()) {
-        exit(0); // the holder died (kill -9): its key expires by its TTL
-    }
-    if ($token === null) {
-        continue;
+        exit(0); // the holder died (kill -9): its keys expire by their TTL
     }
     if ($ownerStopped()) {
         // SIGSTOP, or Ctrl-Z (which stops us too, unless the holder's
         // handler goes on): a stopped holder renews nothing, as the
-        // extension's renewer thread stops with its process.
-        $next = CronLock\Polyfill\Process::now() + min($period, 0.1);
+        // extension's renewal thread stops with its process.
+        foreach ($holds as $id => $hold) {
+            $holds[$id]['next'] = max($hold['next'], Process::now() + min($hold['ttl'] / 3, 0.1));
+        }
         continue;
     }
-    $sent = CronLock\Polyfill\Process::now();
-    try {
-        if ($client === null) {
-            $client = CronLock\Polyfill\RedisClient::open($dsn, (float) $job['connect_timeout'], (float) $job['read_timeout']);
-        }
-        if ((int) $client->script(CronLock\Polyfill\Scripts::get(CronLock\Polyfill\Scripts::RENEW), [$job['key']], [$token, $ttlMs, $windowEnd]) !== 1) {
-            echo "LOST $seq\n";
-            $token = null;
+    foreach ($holds as $id => $hold) {
+        $now = Process::now();
+        if ($hold['next'] > $now) {
             continue;
         }
-        $validUntil = $sent + $ttl;
-        printf("RENEWED %d %.6F\n", $seq, $validUntil);
-        $next = $sent + $period;
-    } catch (Throwable $e) {
-        if ($client !== null) {
-            $client->close();
-            $client = null;
-        }
-        if (CronLock\Polyfill\Process::now() >= $validUntil) {
-            echo "LOST $seq\n";
-            $token = null;
+        // One stalled server must not make the others' holds wait: after a
+        // renewal found it unreachable, its other holds wait for the retry.
+        if (isset($down[$hold['server']]) && $down[$hold['server']] > $now) {
+            if ($now >= $hold['valid_until']) {
+                echo "LOST $id\n";
+                unset($holds[$id]);
+            } else {
+                $holds[$id]['next'] = $down[$hold['server']];
+            }
             continue;
         }
-        $next = CronLock\Polyfill\Process::now() + min($period, 1.0);
+        $sent = $now;
+        try {
+            $client = $connect($hold);
+            $reply = $client->script(Scripts::get(Scripts::RENEW), [$hold['key']], [$hold['token'], $hold['ttl_ms'], (string) $hold['window_end']]);
+            if ((int) $reply !== 1) {
+                echo "LOST $id\n";
+                unset($holds[$id]);
+                continue;
+            }
+            $holds[$id]['valid_until'] = $sent + $hold['ttl'];
+            $holds[$id]['next'] = $sent + $hold['ttl'] / 3;
+            printf("RENEWED %s %.6F\n", $id, $sent + $hold['ttl']);
+        } catch (Throwable $e) {
+            if (isset($clients[$hold['server']])) {
+                $clients[$hold['server']]->close();
+                unset($clients[$hold['server']]);
+            }
+            $down[$hold['server']] = Process::now() + RENEW_RETRY_MAX;
+            if (Process::now() >= $hold['valid_until']) {
+                echo "LOST $id\n";
+                unset($holds[$id]);
+                continue;
+            }
+            $holds[$id]['next'] = Process::now() + min($hold['ttl'] / 3, RENEW_RETRY_MAX);
+        }
     }
 }
