@@ -52,8 +52,9 @@ if test "$PHP_CRONLOCK" != "no"; then
   dnl what the module is made from: make reruns cargo only when one of these
   dnl is newer than modules/cronlock.so, so that make install (maybe as root
   dnl without a Rust toolchain) only copies. A new source file is named by an
-  dnl existing one (mod), which is then newer too.
-  CRONLOCK_SOURCES=`cd "$abs_srcdir" && find Cargo.toml Cargo.lock build.rs src -type f | sed "s|^|$abs_srcdir/|" | tr '\n' ' '`
+  dnl existing one (mod), which is then newer too. The Lua scripts are the
+  dnl polyfill's files (src/lock/redis/scripts.rs embeds them).
+  CRONLOCK_SOURCES=`cd "$abs_srcdir" && find Cargo.toml Cargo.lock build.rs src polyfill/resources -type f | sed "s|^|$abs_srcdir/|" | tr '\n' ' '`
 
   case $host_os in
     darwin*) CRONLOCK_CARGO_LIB=libcronlock.dylib ;;

@@ -150,6 +150,39 @@ final class CrossImplementationTest extends TestCase
     }
 
     /**
+     * A holder recorded in the key as a process of this host that no longer runs: both say
+     * so in the same words, with when the key expires (rounded up to whole seconds, which
+     * is all that may differ between the two probes: time passes), and neither deletes it.
+     */
+    public function testBothSayInTheSameWordsThatTheHolderIsNotRunningHere(): void
+    {
+        $key = 'cross-dead-' . bin2hex(random_bytes(4));
+        $gone = Proc::run('echo getmypid(), "\n";', [], $this->envs['polyfill']);
+        $pid = (int) $gone->stdout();
+        self::raw('SET', $key, bin2hex(random_bytes(16)) . ":$pid@" . gethostname(), 'PX', '100000');
+        $probe = "ini_set('error_log', '');\n" . sprintf('var_dump(cron_guard(function () { echo "RAN\n"; }, new \CronLock\Redis(%s, %s)));',
+            var_export(self::$server->dsn(), true), var_export($key, true));
+        $lines = [];
+        $before = self::raw('PTTL', $key);
+        foreach (['extension', 'polyfill'] as $impl) {
+            $p = Proc::run($probe, [], $this->envs[$impl]);
+            self::assertSame("NULL\n", $p->stdout(), $impl . ': ' . $p->stderr());
+            $lines[$impl] = $p->stderr();
+        }
+        $after = self::raw('PTTL', $key);
+        $line = sprintf("cron_guard: lock redis key '%s' at 127.0.0.1:%d is held by pid %d on %s (not running on this host; the key expires in %%d s); skipping this run\n",
+            $key, self::$server->port(), $pid, gethostname());
+        foreach ($lines as $impl => $said) {
+            $seconds = sscanf($said, $line);
+            self::assertNotNull($seconds[0] ?? null, "$impl said: $said");
+            self::assertSame(sprintf($line, $seconds[0]), $said, $impl);
+            self::assertGreaterThanOrEqual(intdiv($after + 999, 1000), $seconds[0]);
+            self::assertLessThanOrEqual(intdiv($before + 999, 1000), $seconds[0]);
+        }
+        self::assertSame(1, self::raw('EXISTS', $key), 'never deleted on that guess');
+    }
+
+    /**
      * The same refusals in the same words: each case's exception (class and
      * message) or busy line, printed by an extension process and by
      * polyfill processes (phpredis, and predis where it is installed). What

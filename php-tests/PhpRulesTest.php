@@ -210,7 +210,7 @@ final class PhpRulesTest extends TestCase
         ');
         self::assertSame(0, $code, $out . $err);
         self::assertSame(
-            "12345\nCronLock\\Redis::__construct(): Argument #3 (\$ttl) must be of type float, string given\n",
+            "12345\nCronLock\\Redis::__construct(): Argument #3 (\$ttl) must be of type ?float, string given\n",
             $out
         );
     }
@@ -249,7 +249,7 @@ final class PhpRulesTest extends TestCase
             . 'renew string: CronLock\File::renew(): Argument #1 ($ttl) must be of type ?float, string given' . "\n"
             . 'int path: CronLock\File::__construct(): Argument #1 ($path) must be of type string, int given' . "\n"
             . 'redis int key: CronLock\Redis::__construct(): Argument #2 ($key) must be of type string, int given' . "\n"
-            . 'redis string ttl: CronLock\Redis::__construct(): Argument #3 ($ttl) must be of type float, string given' . "\n"
+            . 'redis string ttl: CronLock\Redis::__construct(): Argument #3 ($ttl) must be of type ?float, string given' . "\n"
             . 'cron_guard int lock: cron_guard(): Argument #2 ($lock) must be of type CronLock\Lock|string|null, int given' . "\n"
             . "bool(true)\nbool(true)\n",
             $out

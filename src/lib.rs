@@ -22,5 +22,6 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .function(php::guard::cron_guard_function())
         .request_startup_function(lifecycle::request_startup)
         .request_shutdown_function(lifecycle::request_shutdown)
+        .shutdown_function(lifecycle::module_shutdown)
         .info_function(php::info::module_info)
 }

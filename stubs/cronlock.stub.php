@@ -244,14 +244,34 @@ namespace CronLock {
 
     /**
      * A Redis lock that works across machines: `SET key token NX PX ttl`, token-checked
-     * Lua renew and release, a fencing token, optional auto-renew.
+     * Lua renew and release, a fencing token; by default a 30 s lease that the process
+     * renews while it lives.
      *
      * Example (the same crontab line on two servers, one Redis):
      * ```php
-     * $lock = new CronLock\Redis('redis://:secret@redis.internal:6379/0', 'cron:sync-orders', 60.0,
-     *     ['auto_renew' => true]);
+     * $lock = new CronLock\Redis('redis://:secret@redis.internal:6379/0', 'cron:sync-orders');
      * cron_guard(function (CronLock\Guard $guard) { sync_orders(); }, $lock);
      * ```
+     *
+     * What a held key outlives, by setting:
+     * - No $ttl (the default): a 30 s lease, renewed every 10 s while this process lives (one
+     *   renewal thread for all the locks of a process, one connection per server). After
+     *   kill -9, the OOM killer, a host crash or a lost network the next run can take the key
+     *   at most 30 s later. A stopped process (SIGSTOP, Ctrl-Z) renews nothing: its key
+     *   expires 30 s later and isHeld() turns false.
+     * - A $ttl: the key lives $ttl after the last acquire() or renew(); after kill -9 or a
+     *   host crash the next run waits until then. With 'auto_renew' it is renewed every
+     *   $ttl/3 while the process lives, and a killed holder blocks the next run for at most $ttl.
+     * - SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2 or SIGXCPU (`kill`,
+     *   `timeout`, a systemd stop, Ctrl-C, `ulimit -t`) while a key is held and the script has
+     *   no handler of its own for that signal: the keys the process holds are released
+     *   (token-checked; a once-per hold is left to expire at its window's end; at most 2 s, each
+     *   connect and reply at most 0.5 s), then the process dies of the signal, exit status
+     *   128+N (`timeout` says 124): no PHP code runs, shutdown functions do not run. A key
+     *   whose server does not answer in that time expires by its TTL. With a handler of the
+     *   script's own (pcntl_signal(), or SIG_IGN), installed before or during the hold,
+     *   nothing changes: the handler runs and decides; the key stays held until released.
+     *   A pcntl_fork() child's signal never releases its parent's keys.
      */
     final class Redis implements Lock
     {
@@ -311,9 +331,12 @@ namespace CronLock {
          *        #[\SensitiveParameter] (PHP 8.2+): stack traces show Object(SensitiveParameterValue),
          *        never the DSN or the list.
          * @param string $key the Redis key holding the token: UTF-8 (other bytes are a \ValueError), no NUL byte.
-         * @param float $ttl seconds the key lives without renewal, > 0.
+         * @param float|null $ttl seconds the key lives without renewal, > 0; null (the default):
+         *        a 30 s lease, renewed every 10 s while the process lives (see above).
          * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int, sentinel_password?: string, sentinel_user?: string} $options
-         *        'auto_renew': a background thread renews every ttl/3 while held (default false);
+         *        'auto_renew': with a $ttl, the renewal thread renews every ttl/3 while held
+         *        (default false); without one it is the lease's renewal (default true; false is
+         *        a \ValueError: give a $ttl to hold the key without renewal);
          *        'connect_timeout', 'read_timeout': seconds, > 0 and ≤ 86400 (default 1.0);
          *        connect_timeout bounds the whole connect (TCP/TLS, AUTH, SELECT);
          *        'replicas' (0 to 1000, default 0; one master or Sentinel, not Redlock): acquire()
@@ -331,7 +354,8 @@ namespace CronLock {
          *        ACL user on the sentinels. Neither is ever part of a message.
          *        #[\SensitiveParameter] (PHP 8.2+): traces show the whole array as
          *        Object(SensitiveParameterValue).
-         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN (for a list:
+         * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, 'auto_renew' false without
+         *         a $ttl, a malformed DSN (for a list:
          *         named as $dsn[i]), a list of fewer than 2 DSNs or one naming a server twice (see
          *         $dsn), an unknown option,
          *         'sentinel_password' without a Sentinel DSN or empty, 'sentinel_user' without
@@ -340,7 +364,7 @@ namespace CronLock {
          * @throws \Error when called again on a constructed object (which then changes nothing).
          *         Cloning throws \Error too; serializing or unserializing throws LockException.
          */
-        public function __construct(#[\SensitiveParameter] string|array $dsn, string $key, float $ttl = 300.0, #[\SensitiveParameter] array $options = []) {}
+        public function __construct(#[\SensitiveParameter] string|array $dsn, string $key, ?float $ttl = null, #[\SensitiveParameter] array $options = []) {}
 
         /**
          * One round trip: SET NX PX and the fencing INCR in one script.
@@ -384,6 +408,7 @@ namespace CronLock {
 
         /**
          * Token-checked PEXPIRE: asks the server. false when the key is no longer ours.
+         * Without $ttl the key is extended to the lock's TTL (the 30 s lease without a $ttl).
          * Sent once more on a new connection when the connection broke.
          *
          * Redlock: sent to every master; true when a majority extended it (the hold then

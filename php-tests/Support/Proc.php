@@ -54,6 +54,22 @@ final class Proc
         return self::startScript($script, $args, $env, $dir);
     }
 
+    /**
+     * start(), with the PHP command run through $wrapper, e.g. ['timeout', '1'] runs
+     * `timeout 1 php child.php …`; pid() is then the wrapper's.
+     *
+     * @param list<string> $wrapper
+     * @param list<string> $args
+     * @param array<string, string|false> $env
+     */
+    public static function startWrapped(array $wrapper, string $code, array $args = [], array $env = []): self
+    {
+        $dir = RedisServer::makeTempDir('proc');
+        $script = "$dir/child.php";
+        file_put_contents($script, "<?php\n" . $code . "\n");
+        return self::startScript($script, $args, $env, $dir, $wrapper);
+    }
+
     /** Same as start(); the name used by the test plan. */
     public static function startBackground(string $code, array $args = [], array $env = []): self
     {
@@ -65,10 +81,11 @@ final class Proc
      *
      * @param list<string> $args
      * @param array<string, string|false> $env
+     * @param list<string> $wrapper a command the PHP command runs under (see startWrapped())
      */
-    public static function startScript(string $script, array $args = [], array $env = [], ?string $tmpDir = null): self
+    public static function startScript(string $script, array $args = [], array $env = [], ?string $tmpDir = null, array $wrapper = []): self
     {
-        $cmd = [PHP_BINARY];
+        $cmd = [...$wrapper, PHP_BINARY];
         $fullEnv = array_merge(getenv(), $env);
         $fullEnv = array_filter($fullEnv, static fn ($v) => $v !== false);
         if (!isset($fullEnv['PHP_INI_SCAN_DIR']) && ($ext = self::extensionFile($fullEnv)) !== null) {

@@ -10,6 +10,7 @@ use CronLock\Polyfill\RedisFailure;
 use CronLock\Polyfill\Registry;
 use CronLock\Polyfill\Renewer;
 use CronLock\Polyfill\Scripts;
+use CronLock\Polyfill\Signals;
 
 /**
  * A Redis lock with the extension's keys, token format, Lua scripts and
@@ -23,6 +24,8 @@ final class Redis implements Lock, \Serializable
     use \CronLock\Polyfill\RefusesSerialization;
 
     const MAX_TTL = 315360000.0; // 10 years, as in the extension
+    /** The TTL of a key held without a $ttl, renewed every 10 s while the process lives, as in the extension. */
+    const LEASE = 30.0;
     const MAX_TIMEOUT = 86400.0;
     /** Longest pause between two tries of a wait (waiters poll; see the README). */
     const MAX_POLL = 0.05;
@@ -38,7 +41,7 @@ final class Redis implements Lock, \Serializable
     /** @var string */
     private $key = '';
     /** @var float */
-    private $ttl = 300.0;
+    private $ttl = self::LEASE;
     /** @var bool */
     private $autoRenew = false;
     /** @var float */
@@ -55,12 +58,14 @@ final class Redis implements Lock, \Serializable
     private $hold;
     /** @var int|null cron_guard()'s 'once_per' in ms, set for its acquire only (see Polyfill\CronGuard) */
     private $oncePerMs;
-    /** @var Renewer|null the auto-renew helper process, kept across acquires */
+    /** @var Renewer|null the renewal helper process of this process, while a hold of ours renews */
     private $renewer;
-    /** @var int number of this object's successful acquires, to tell the helper's reports apart */
+    /** @var int number of this object's successful acquires, to tell its holds apart */
     private $holdSeq = 0;
     /** @var string|null the value of the key when the last acquire found it busy */
     private $lastHolder;
+    /** @var int|null when the key expires (ms) as the last acquire found it busy; null: no TTL */
+    private $lastExpiresMs;
     /**
      * @var string|null the token of an acquire that got no answer (its script may have
      *                  set the key): the next acquire() uses it again, so that such a key
@@ -76,6 +81,8 @@ final class Redis implements Lock, \Serializable
      * @param string|array $dsn 'redis://[[user]:password@]host[:port][/db]', 'rediss://…'
      *        ('#insecure' skips certificate checks), 'unix:///path/to/redis.sock'. A list
      *        (Redlock), sentinel and cluster DSNs need the extension: LockException.
+     * @param float|null $ttl seconds; null: a 30 s lease that this process renews every 10 s
+     *        while it lives (auto_renew false is then refused)
      * @param array{auto_renew?: bool, connect_timeout?: float, read_timeout?: float, replicas?: int, sentinel_password?: string, sentinel_user?: string} $options
      *        'sentinel_password' and 'sentinel_user' apply to Sentinel DSNs only, which need the extension.
      * @throws \ValueError for an empty key, a NUL byte, ttl <= 0, a malformed DSN or an unknown option.
@@ -86,7 +93,7 @@ final class Redis implements Lock, \Serializable
         #[\SensitiveParameter]
         $dsn,
         string $key,
-        float $ttl = 300.0,
+        ?float $ttl = null,
         array $options = []
     ) {
         if ($this->dsn !== null) {
@@ -107,11 +114,16 @@ final class Redis implements Lock, \Serializable
         if (strpos($key, "\0") !== false) {
             throw Args::value('$key', 'must not contain NUL bytes');
         }
-        $this->ttl = self::checkTtl($ttl);
+        if ($ttl !== null) {
+            $this->ttl = self::checkTtl($ttl);
+        }
         Args::options($options, ['auto_renew', 'connect_timeout', 'read_timeout', 'replicas', 'sentinel_password', 'sentinel_user']);
         $this->connectTimeout = self::timeoutOption($options, 'connect_timeout');
         $this->readTimeout = self::timeoutOption($options, 'read_timeout');
-        $this->autoRenew = Args::bool($options, 'auto_renew', false);
+        $this->autoRenew = Args::bool($options, 'auto_renew', $ttl === null);
+        if ($ttl === null && !$this->autoRenew) {
+            throw Args::value("\$options['auto_renew']", sprintf('must not be false without a $ttl: the key is then held on a %d s lease that only renewal keeps; give a $ttl to hold it without renewal', self::LEASE));
+        }
         $replicas = Args::int($options, 'replicas');
         if ($replicas !== null && ($replicas < 0 || $replicas > 1000)) {
             throw Args::value("\$options['replicas']", 'must be a number of replicas from 0 to 1000');
@@ -244,9 +256,9 @@ final class Redis implements Lock, \Serializable
         $sent = Process::now();
         $keys = [$this->key, $this->key . ':fence'];
         if ($this->oncePerMs !== null) {
-            list($reply) = $this->run(Scripts::ACQUIRE_IN_WINDOW_LUA, $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs, $confirm ? '1' : '0'], $inWait);
+            list($reply) = $this->run(Scripts::get(Scripts::ACQUIRE_IN_WINDOW), $keys, [$token, $this->ttlMs($this->ttl), $this->oncePerMs, $confirm ? '1' : '0'], $inWait);
         } else {
-            list($reply) = $this->run(Scripts::ACQUIRE_LUA, $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
+            list($reply) = $this->run(Scripts::get(Scripts::ACQUIRE), $keys, [$token, $this->ttlMs($this->ttl), $confirm ? '1' : '0'], $inWait);
         }
         if (!is_array($reply) || count($reply) < 5) {
             throw new RedisFailure(RedisFailure::REPLY, 'unexpected reply to the acquire script');
@@ -259,7 +271,8 @@ final class Redis implements Lock, \Serializable
         }
         $this->lastHolder = (string) $reply[2];
         // PTTL is -1 for a key without TTL, -2 for no key.
-        return [false, (int) $reply[1] >= 0 ? (int) $reply[1] / 1000 : null, $sent, 0, 0.0];
+        $this->lastExpiresMs = (int) $reply[1] >= 0 ? (int) $reply[1] : null;
+        return [false, $this->lastExpiresMs !== null ? $this->lastExpiresMs / 1000 : null, $sent, 0, 0.0];
     }
 
     /**
@@ -356,8 +369,9 @@ final class Redis implements Lock, \Serializable
                 // Its renewals must not cut the key's life below the window's end either.
                 // The key was just extended from $sent on, so its schedule restarts there.
                 // A helper that is gone lets the hold run out as it would anyway.
-                $this->renewer->hold($this->holdSeq, $this->hold['token'], $attempt[3], $attempt[2]);
+                $this->renewer->hold($this->holdId(), $this->dsn, $this->key, $this->hold['token'], $this->ttl, $this->connectTimeout, $this->readTimeout, $attempt[3], $attempt[2]);
             }
+            Signals::holding($this->holdId(), $this->dsn, $this->key, $this->hold['token'], $attempt[3], $this->connectTimeout);
         }
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         return true;
@@ -370,9 +384,11 @@ final class Redis implements Lock, \Serializable
         $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'keptUntil' => $sent + $windowLeft, 'lost' => false, 'windowEnd' => $windowEnd];
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         Registry::holdToken($token, spl_object_hash($this));
+        $this->holdSeq++;
         if ($this->autoRenew) {
             $this->startRenewing($token, $windowEnd, $sent);
         }
+        Signals::holding($this->holdId(), $this->dsn, $this->key, $token, $windowEnd, $this->connectTimeout);
         return true;
     }
 
@@ -391,7 +407,7 @@ final class Redis implements Lock, \Serializable
         }
         $sent = Process::now();
         try {
-            list($reply) = $this->run(Scripts::RENEW_LUA, [$this->key], [$this->hold['token'], $this->ttlMs($ttl), $this->hold['windowEnd']]);
+            list($reply) = $this->run(Scripts::get(Scripts::RENEW), [$this->key], [$this->hold['token'], $this->ttlMs($ttl), $this->hold['windowEnd']]);
         } catch (RedisFailure $f) {
             throw $this->failure('renew', $f); // still held until its TTL runs out
         }
@@ -432,7 +448,7 @@ final class Redis implements Lock, \Serializable
     private function leaveToExpire(string $token, int $windowEnd): bool
     {
         try {
-            list($reply, $retried) = $this->run(Scripts::END_WINDOW_LUA, [$this->key], [$token, $windowEnd, $this->key . ':released']);
+            list($reply, $retried) = $this->run(Scripts::get(Scripts::END_WINDOW), [$this->key], [$token, $windowEnd, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('leave to expire', $f);
         }
@@ -473,7 +489,7 @@ final class Redis implements Lock, \Serializable
     private function deleteIfOurs(string $token): bool
     {
         try {
-            list($reply, $retried) = $this->run(Scripts::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+            list($reply, $retried) = $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('release', $f); // not held any more; the key expires by its TTL
         }
@@ -528,10 +544,6 @@ final class Redis implements Lock, \Serializable
                 // nobody to tell; the key expires by its TTL
             }
         }
-        if ($this->renewer !== null) {
-            $this->renewer->stop();
-            $this->renewer = null;
-        }
         if ($this->client !== null) {
             $this->client->close();
         }
@@ -545,6 +557,30 @@ final class Redis implements Lock, \Serializable
         $this->client = null;
         $this->renewer = null;
         throw new \Error('Trying to clone an uncloneable object of class CronLock\Redis');
+    }
+
+    /** This hold's name for the renewal helper and the signal handlers. */
+    private function holdId(): string
+    {
+        return spl_object_hash($this) . '.' . $this->holdSeq;
+    }
+
+    /**
+     * For the busy line: when the holder the last acquire found is not running on this host,
+     * " (not running on this host; the key expires in N s)", else ''. Only words: containers
+     * share host names, so the key is never deleted on that guess.
+     */
+    private function holderNotRunning(): string
+    {
+        if ($this->lastHolder === null || !preg_match('/^[^:]*:([0-9]+)@(.*)$/s', $this->lastHolder, $m)) {
+            return '';
+        }
+        $pid = (int) $m[1];
+        if ($m[2] !== Process::hostname() || (string) $pid !== $m[1] || $pid === Process::pid() || Process::alive($pid)) {
+            return '';
+        }
+        return $this->lastExpiresMs === null ? ' (not running on this host)'
+            : sprintf(' (not running on this host; the key expires in %d s)', intdiv($this->lastExpiresMs + 999, 1000));
     }
 
     public function __debugInfo()
@@ -656,20 +692,18 @@ final class Redis implements Lock, \Serializable
 
     private function startRenewing(string $token, int $windowEnd, float $sent)
     {
-        $this->holdSeq++;
         try {
             for ($try = 0; $try < 2; $try++) {
                 $this->startRenewer();
-                if ($this->renewer->hold($this->holdSeq, $token, $windowEnd, $sent)) {
+                if ($this->renewer->hold($this->holdId(), $this->dsn, $this->key, $token, $this->ttl, $this->connectTimeout, $this->readTimeout, $windowEnd, $sent)) {
                     return;
                 }
-                $this->renewer->stop(); // it died: start a new one
-                $this->renewer = null;
+                $this->renewer = null; // it died: Renewer::shared() starts a new one
             }
             throw new LockException('cannot start the auto-renew process: it exits at once');
         } catch (LockException $e) {
             try {
-                $this->run(Scripts::RELEASE_LUA, [$this->key], [$token, $this->key . ':released']);
+                $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
             } catch (RedisFailure $ignored) {
                 // best effort: otherwise the key stays until its TTL
             }
@@ -688,10 +722,14 @@ final class Redis implements Lock, \Serializable
      */
     private function startRenewer()
     {
-        if ($this->renewer === null) {
-            $this->renewer = Renewer::start($this->dsn, RedisClient::available(), $this->key, $this->ttl, $this->connectTimeout, $this->readTimeout);
+        try {
+            $this->renewer = Renewer::shared();
+        } catch (LockException $e) {
+            if ($this->ttl === self::LEASE && $this->autoRenew) {
+                throw new LockException($e->getMessage() . '; without it a key held on a lease would expire in 30 s: give CronLock\Redis a $ttl to hold it without renewal');
+            }
+            throw $e;
         }
-        $this->renewer->awaitReady();
     }
 
     /** Picks up what the auto-renew process reported: renewals, or that the key is not ours. */
@@ -700,11 +738,8 @@ final class Redis implements Lock, \Serializable
         if ($this->renewer === null || $this->hold === null) {
             return;
         }
-        foreach ($this->renewer->reports() as $report) {
-            list($what, $seq, $until) = $report;
-            if ($seq !== $this->holdSeq) {
-                continue; // about an earlier acquisition
-            }
+        foreach ($this->renewer->reports($this->holdId()) as $report) {
+            list($what, $until) = $report;
             if ($what === 'LOST') {
                 $this->hold['lost'] = true;
             } else {
@@ -716,10 +751,11 @@ final class Redis implements Lock, \Serializable
     private function forgetHold()
     {
         if ($this->renewer !== null && $this->hold !== null) {
-            $this->renewer->idle();
+            $this->renewer->drop($this->holdId());
         }
         if ($this->hold !== null) {
             Registry::dropToken($this->hold['token']);
+            Signals::released($this->holdId());
         }
         $this->hold = null;
         Registry::drop($this->lockId(), spl_object_hash($this));
@@ -736,10 +772,7 @@ final class Redis implements Lock, \Serializable
         if ($this->ownerPid === $pid) {
             return;
         }
-        self::$inherited[] = [$this->client, $this->renewer];
-        if ($this->renewer !== null) {
-            $this->renewer->disown();
-        }
+        self::$inherited[] = $this->client;
         $this->client = null;
         $this->renewer = null;
         $this->hold = null;

@@ -10,6 +10,7 @@ pub mod owner;
 pub mod redis;
 pub mod registry;
 pub mod report;
+pub mod signals;
 mod sys;
 
 pub use escape::{one_line, shorten};

@@ -31,7 +31,12 @@ pub fn fix_signatures() {
         let redis = |method| Function::method("CronLock\\Redis", method);
         // One DSN, or a list of them (Redlock). No default: it stays required.
         shim::set_arg(redis("__construct"), 0, ArgType::StringOrArray, c"");
-        shim::set_arg(redis("__construct"), 2, float(), c"300.0");
+        shim::set_arg(
+            redis("__construct"),
+            2,
+            ArgType::Float { or_null: true },
+            c"null",
+        );
         shim::set_arg(redis("__construct"), 3, array(), c"[]");
         // A DSN may hold a password, and $options 'sentinel_password'.
         shim::mark_sensitive(redis("__construct"), 0);

@@ -26,6 +26,11 @@ use ext_php_rs::zend::ce;
 pub extern "C" fn startup(_type: i32, module_number: i32) -> i32 {
     ini::register(module_number);
     crate::lock::set_interrupt_check(shim::vm_interrupted);
+    // Through PHP's table of handlers, which pcntl reads and writes too.
+    crate::lock::signals::set_dispositions(crate::lock::signals::Dispositions {
+        current: shim::signal_handler,
+        set: shim::set_signal_handler,
+    });
     shim::on_post_startup(fix_classes);
     match exceptions::register() {
         Ok(()) => 0,
@@ -43,6 +48,14 @@ pub extern "C" fn request_shutdown(_type: i32, _module_number: i32) -> i32 {
         return 0;
     }
     shim::each_object(release_leftover);
+    crate::lock::redis::holds_nothing_now();
+    0
+}
+
+/// MSHUTDOWN: the Redis renewal thread must end before this module's code
+/// is unloaded.
+pub extern "C" fn module_shutdown(_type: i32, _module_number: i32) -> i32 {
+    crate::lock::redis::shutdown();
     0
 }
 

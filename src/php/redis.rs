@@ -4,7 +4,9 @@ use super::args::{Bytes, Dsns, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::{type_name, Options};
 use crate::error::Error;
-use crate::lock::redis::{check_timeout, ttl_from_secs, RedisLock, RedisOptions, SentinelAuth};
+use crate::lock::redis::{
+    check_timeout, ttl_from_secs, RedisLock, RedisOptions, SentinelAuth, LEASE,
+};
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
@@ -24,7 +26,7 @@ impl Redis {
     pub fn __construct(
         dsn: Dsns,
         key: Bytes,
-        ttl: OptionalFloat,
+        ttl: NullableFloat,
         options: OptionsArray,
     ) -> PhpResult<Self> {
         // D5: re-running the constructor would drop (and release) the lock
@@ -53,10 +55,13 @@ impl Redis {
                 )?),
             }
         };
-        let redis_options = RedisOptions {
-            connect_timeout: timeout("connect_timeout", defaults.connect_timeout)?,
-            read_timeout: timeout("read_timeout", defaults.read_timeout)?,
-            auto_renew: options.bool("auto_renew")?.unwrap_or(defaults.auto_renew),
+        let connect_timeout = timeout("connect_timeout", defaults.connect_timeout)?;
+        let read_timeout = timeout("read_timeout", defaults.read_timeout)?;
+        let auto_renew = options.bool("auto_renew")?;
+        let mut redis_options = RedisOptions {
+            connect_timeout,
+            read_timeout,
+            auto_renew: false,
             replicas: match options.int("replicas")? {
                 None => defaults.replicas,
                 Some(count) => u32::try_from(count)
@@ -75,7 +80,28 @@ impl Redis {
         let is_list = matches!(dsn, Dsns::List(_));
         let dsns = dsn_list(dsn)?;
         let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
-        let ttl = ttl_from_secs(ttl.or(300.0))?;
+        let ttl = match (ttl.0, auto_renew) {
+            (None, Some(false)) => {
+                return Err(Error::value(
+                    options.arg_name("auto_renew"),
+                    format!(
+                        "must not be false without a $ttl: the key is then held on a {} s \
+                         lease that only renewal keeps; give a $ttl to hold it without renewal",
+                        LEASE.as_secs()
+                    ),
+                )
+                .into())
+            }
+            // No $ttl: a lease that this process renews while it lives.
+            (None, _) => {
+                redis_options.auto_renew = true;
+                LEASE
+            }
+            (Some(seconds), auto_renew) => {
+                redis_options.auto_renew = auto_renew.unwrap_or(defaults.auto_renew);
+                ttl_from_secs(seconds)?
+            }
+        };
         let mut lock = if !is_list {
             RedisLock::new(dsns[0], &key, ttl, redis_options)?
         } else {
@@ -242,9 +268,7 @@ impl super::native::NativeLock for Redis {
             who: format!("pid {pid} on {host}"),
             pid_at_host: Some(format!("{pid}@{host}")),
             since: None,
-            // The place for "(not running on this host; the key expires
-            // in 29 s)" of a dead holder on this host.
-            remark: None,
+            remark: self.lock().dead_holder_remark(),
         })
     }
 

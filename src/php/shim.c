@@ -11,6 +11,8 @@
 #include "zend_exceptions.h"
 #include "zend_objects_API.h"
 #include "zend_ini.h"
+#include <signal.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------ build */
 
@@ -24,6 +26,45 @@ bool cronlock_php_zts(void)
 	return true;
 #else
 	return false;
+#endif
+}
+
+/* --------------------------------------------------------------- signals */
+
+/* The handler PHP runs for signo: with zend signals the one PHP records
+ * (its own handler is what the OS calls), else the OS's. SIG_DFL is 0,
+ * SIG_IGN 1 (as casts of those macros). */
+void *cronlock_signal_handler(int signo)
+{
+	struct sigaction old;
+	memset(&old, 0, sizeof(old));
+#ifdef ZEND_SIGNALS
+	zend_sigaction(signo, NULL, &old);
+#else
+	if (sigaction(signo, NULL, &old) != 0) {
+		return (void *) SIG_IGN;
+	}
+#endif
+	return (old.sa_flags & SA_SIGINFO) ? (void *) old.sa_sigaction : (void *) old.sa_handler;
+}
+
+/* Makes handler (an SA_SIGINFO handler, or SIG_DFL) the disposition of signo
+ * the way pcntl_signal() does, so PHP's table and pcntl agree with it. */
+void cronlock_signal_set(int signo, void *handler)
+{
+	struct sigaction act;
+	memset(&act, 0, sizeof(act));
+	sigfillset(&act.sa_mask);
+	if (handler == (void *) SIG_DFL) {
+		act.sa_handler = SIG_DFL;
+	} else {
+		act.sa_flags = SA_SIGINFO;
+		act.sa_sigaction = (void (*)(int, siginfo_t *, void *)) handler;
+	}
+#ifdef ZEND_SIGNALS
+	zend_sigaction(signo, &act, NULL);
+#else
+	sigaction(signo, &act, NULL);
 #endif
 }
 

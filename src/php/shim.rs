@@ -4,7 +4,7 @@
 
 use ext_php_rs::ffi::{zend_execute_data, zend_function, zend_object, zend_string};
 use ext_php_rs::types::{ZendObject, Zval};
-use std::ffi::{c_char, CStr, CString, OsString};
+use std::ffi::{c_char, c_int, CStr, CString, OsString};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
@@ -59,6 +59,8 @@ extern "C" {
     fn cronlock_lift_delayed_oom() -> i32;
     fn cronlock_restore_delayed_oom(state: i32);
     fn cronlock_warning(message: *const c_char);
+    fn cronlock_signal_handler(signo: c_int) -> usize;
+    fn cronlock_signal_set(signo: c_int, handler: usize);
 }
 
 /// The PHP this build was compiled against: version, API number, ZTS.
@@ -68,6 +70,21 @@ pub fn built_for() -> (String, u32, bool) {
     // SAFETY: plain constant getters.
     let (api, zts) = unsafe { (cronlock_php_api(), cronlock_php_zts()) };
     (version.to_string_lossy().into_owned(), api, zts)
+}
+
+/// The handler PHP runs for `signo` (its own table with zend signals,
+/// where pcntl writes too): an address, `SIG_DFL` (0) or `SIG_IGN` (1).
+pub fn signal_handler(signo: c_int) -> usize {
+    // SAFETY: reads one entry of PHP's signal table (or sigaction(2)).
+    unsafe { cronlock_signal_handler(signo) }
+}
+
+/// Makes `handler` (an `SA_SIGINFO` handler, or `SIG_DFL`) the disposition
+/// of `signo` through PHP, as `pcntl_signal()` does.
+pub fn set_signal_handler(signo: c_int, handler: usize) {
+    // SAFETY: `handler` is SIG_DFL or an async-signal-safe extern "C"
+    // handler of the SA_SIGINFO shape (lock::signals).
+    unsafe { cronlock_signal_set(signo, handler) }
 }
 
 /// Whether the engine has work waiting at its next opcode: a `pcntl` signal

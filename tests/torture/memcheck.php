@@ -254,8 +254,11 @@ foreach ($plan as $name => $args) {
                 $startup = (bool) array_filter($fns, fn ($fn) => in_array($fn, ['php_module_startup', 'zend_startup_module_ex', 'php_load_extension'], true));
                 $bytes = (int) ($e->xwhat->leakedbytes ?? 0);
                 // a fork child forgets (never closes) the Redis connections it
-                // inherited, on purpose: closing would disturb the parent's
-                if ($isForkChild && array_filter($fns, fn ($fn) => str_starts_with($fn, 'redis::') || str_contains($fn, 'lock::redis'))) {
+                // inherited, on purpose: closing would disturb the parent's;
+                // so is what the parent's renewal thread allocated (the thread
+                // does not exist in the child, only its memory does)
+                $onAThread = in_array('start_thread', $fns, true);
+                if ($isForkChild && ($onAThread || array_filter($fns, fn ($fn) => str_starts_with($fn, 'redis::') || str_contains($fn, 'lock::redis')))) {
                     $forkChildLeaks += $bytes;
                     continue;
                 }

@@ -405,7 +405,11 @@ final class CronGuard
             }, $lock, Redis::class)();
             if (is_string($value) && preg_match('/^[^:]*:([0-9]+)@(.*)$/s', $value, $m)) {
                 $host = Args::cut(self::escapeNonUtf8($m[2]));
-                return ["pid {$m[1]} on $host", "{$m[1]}@$host", null];
+                // a dead holder on this host: said after who it is, as the extension's remark
+                $remark = \Closure::bind(function () {
+                    return $this->holderNotRunning();
+                }, $lock, Redis::class)();
+                return ["pid {$m[1]} on $host$remark", "{$m[1]}@$host", null];
             }
         }
         return ['another process (pid unknown)', null, null];

@@ -5,25 +5,36 @@ namespace CronLock\Polyfill;
 use CronLock\LockException;
 
 /**
- * 'auto_renew' without threads: a helper PHP process (renewer.php), one per
- * lock object, with its own connection renews the key every ttl/3 with the
- * token-checked renew script while the lock is held ("HOLD <n> <token> <window end> <sent>"
- * until "IDLE" on its stdin). It learns everything, the password included,
- * on its stdin (never argv, which `ps` shows), and exits as soon as that
- * pipe closes (the lock object went away, or this process died), and before
- * any renewal once this process is gone (kill -9 included) even while a
- * pcntl_fork() child keeps the pipe open: it checks that its parent is still
- * this process. So a dead holder's key still expires within one TTL.
- * It says READY once it has read its job and connected (the lock waits for
- * that before it takes the key, so a slow connect never delays the first
- * renewal), then reports each renewal ("RENEWED <n> <unix time until which the key is
- * ours>") and a key that is no longer ours ("LOST <n>") on its stdout.
+ * Renewal without threads: one helper PHP process per process
+ * (renew-helper.php), started with the first hold that renews (a lease, or
+ * 'auto_renew'), renews every such hold of this process every ttl/3 with the
+ * token-checked renew script, on connections of its own (one per server and
+ * credentials), as the extension's one renewal thread does.
+ *
+ * It learns everything, passwords included, on its stdin (never argv, which
+ * `ps` shows): "INIT <json>" once, then "HOLD <json>" (a hold, or its new
+ * once-per window), "DROP <id>" and "QUIT". It exits as soon as that pipe
+ * closes (this process died), and before any renewal once this process is
+ * gone (kill -9 included) even while a pcntl_fork() child keeps the pipe
+ * open: it checks that its parent is still this process. So a dead holder's
+ * key still expires within one TTL. It says READY once it has read INIT (the
+ * lock waits for that before it takes the key, so a slow start never delays
+ * the first renewal), then reports each renewal ("RENEWED <id> <until>", on
+ * the Process::now() clock) and a key that is no longer ours ("LOST <id>").
  *
  * @internal
  */
 final class Renewer
 {
-    /** @var resource */
+    /** Longest wait for a starting helper to say READY. */
+    const START_TIMEOUT = 10.0;
+
+    /** @var self|null the helper of this process */
+    private static $shared;
+    /** @var array<int, self> a fork child's copies of its parent's helper: never used, never stopped */
+    private static $inherited = [];
+
+    /** @var resource|null */
     private $proc;
     /** @var resource */
     private $in;
@@ -37,8 +48,38 @@ final class Renewer
     private $php = '';
     /** @var bool it said READY */
     private $ready = false;
+    /** @var bool it exited, or its pipe broke */
+    private $gone = false;
+    /** @var array<string, array<int, array{0: string, 1: float}>> reports not yet picked up, by hold */
+    private $reports = [];
 
-    public static function start(RedisDsn $dsn, string $library, string $key, float $ttl, float $connectTimeout, float $readTimeout): self
+    /**
+     * The helper of this process, started (and ready) if it is not.
+     *
+     * @throws LockException when it cannot be started
+     */
+    public static function shared(): self
+    {
+        $pid = Process::pid();
+        $helper = self::$shared;
+        if ($helper !== null && $helper->ownerPid === $pid && !$helper->gone) {
+            $helper->awaitReady();
+            return $helper;
+        }
+        if ($helper !== null && $helper->ownerPid !== $pid) {
+            self::$inherited[] = $helper; // the parent's
+        } elseif ($helper !== null) {
+            $helper->stop(); // it died: start a new one
+        }
+        self::$shared = null;
+        $helper = self::start(RedisClient::available());
+        self::$shared = $helper;
+        $helper->awaitReady();
+        return $helper;
+    }
+
+    /** @throws LockException */
+    private static function start(string $library): self
     {
         $php = PHP_BINARY;
         if (!in_array(PHP_SAPI, ['cli', 'phpdbg'], true) || $php === '' || !is_executable($php)) {
@@ -52,7 +93,7 @@ final class Renewer
         // with the holder: it checks before each renewal that the holder
         // lives, and stdin closes when the holder dies. Stop signals (Ctrl-Z)
         // are not ignored, and a stopped holder is not renewed for.
-        $command = "trap '' HUP INT QUIT TERM; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renewer.php');
+        $command = "trap '' HUP INT QUIT TERM ALRM USR1 USR2 XCPU; exec " . escapeshellarg($php) . ' ' . escapeshellarg(__DIR__ . '/renew-helper.php');
         $spec = [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']];
         $pipes = [];
         $proc = function_exists('proc_open') ? @proc_open($command, $spec, $pipes) : false;
@@ -64,32 +105,22 @@ final class Renewer
         $self->in = $pipes[0];
         $self->out = $pipes[1];
         $self->ownerPid = Process::pid();
+        $self->php = $php;
         stream_set_blocking($self->out, false);
-        $job = [
+        $self->send('INIT ' . json_encode([
             'library' => $library,
             'autoload' => self::predisAutoload($library),
-            'dsn' => get_object_vars($dsn) + ['password' => $dsn->password],
             'owner' => $self->ownerPid,
-            'key' => $key,
-            'ttl' => $ttl,
-            'connect_timeout' => $connectTimeout,
-            'read_timeout' => $readTimeout,
-        ];
-        fwrite($self->in, json_encode($job) . "\n");
-        fflush($self->in);
-        $self->php = $php;
+        ]));
         return $self;
     }
-
-    /** Longest wait for a starting helper to say READY. */
-    const START_TIMEOUT = 10.0;
 
     /**
      * Waits for the helper's READY line (once); throws (and ends it) when it exits or stays silent.
      *
      * @throws LockException
      */
-    public function awaitReady()
+    private function awaitReady()
     {
         if ($this->ready) {
             return;
@@ -143,59 +174,81 @@ final class Renewer
     }
 
     /**
-     * Renew $token (it belongs to acquisition number $seq, whose script was sent at $sent,
-     * Process::now()), never shortening the key's life below $windowEnd (Unix ms of the server's
-     * clock; 0: no once-per window). The first renewal is due $ttl/3 after $sent (at once if
-     * that has passed). Sent again for the same $seq when a once-per acquire confirmed the hold
+     * Renew $token on $dsn every $ttl/3, the first renewal due $ttl/3 after $sent (the
+     * Process::now() at which the acquire was sent; at once if that has passed), never
+     * shortening the key's life below $windowEnd (Unix ms of the server's clock; 0: no
+     * once-per window). Sent again for the same $id when a once-per acquire confirmed the hold
      * to a later window's end: the renewals then count from that confirm's $sent.
      *
      * @return bool false if the helper is gone
-     * @throws LockException when it never became ready
      */
-    public function hold(int $seq, string $token, int $windowEnd, float $sent): bool
+    public function hold(string $id, RedisDsn $dsn, string $key, string $token, float $ttl, float $connectTimeout, float $readTimeout, int $windowEnd, float $sent): bool
     {
-        $this->awaitReady();
-        return @fwrite($this->in, sprintf("HOLD %d %s %d %.6F\n", $seq, $token, $windowEnd, $sent)) !== false && @fflush($this->in);
+        unset($this->reports[$id]);
+        return $this->send('HOLD ' . json_encode([
+            'id' => $id,
+            'dsn' => get_object_vars($dsn) + ['password' => $dsn->password],
+            'key' => $key,
+            'token' => $token,
+            'ttl' => $ttl,
+            'connect_timeout' => $connectTimeout,
+            'read_timeout' => $readTimeout,
+            'window_end' => $windowEnd,
+            'sent' => $sent,
+        ]));
     }
 
-    /** Stop renewing (the process stays for the next acquire). */
-    public function idle()
+    /** Stop renewing hold $id (the helper stays for the next acquire). */
+    public function drop(string $id)
     {
-        if ($this->proc !== null && Process::pid() === $this->ownerPid) {
-            @fwrite($this->in, "IDLE\n");
-            @fflush($this->in);
+        unset($this->reports[$id]);
+        if (Process::pid() === $this->ownerPid) {
+            $this->send("DROP $id");
         }
     }
 
-    /** @return array<int, array{0: string, 1: int, 2: float}> ['RENEWED', n, until] or ['LOST', n, 0.0] */
-    public function reports(): array
+    /** @return array<int, array{0: string, 1: float}> what the helper reported about hold $id since: ['RENEWED', until] or ['LOST', 0.0] */
+    public function reports(string $id): array
     {
         if (Process::pid() !== $this->ownerPid) {
             return [];
         }
-        $chunk = @fread($this->out, 8192);
+        $chunk = @fread($this->out, 65536);
         if (is_string($chunk)) {
             $this->buffer .= $chunk;
         }
-        $reports = [];
+        if ($chunk === false || ($chunk === '' && feof($this->out))) {
+            $this->gone = true;
+        }
         while (($nl = strpos($this->buffer, "\n")) !== false) {
-            $line = substr($this->buffer, 0, $nl);
+            $f = explode(' ', substr($this->buffer, 0, $nl));
             $this->buffer = (string) substr($this->buffer, $nl + 1);
-            $f = explode(' ', $line);
             if ($f[0] === 'LOST' && count($f) === 2) {
-                $reports[] = ['LOST', (int) $f[1], 0.0];
+                $this->reports[$f[1]][] = ['LOST', 0.0];
             } elseif ($f[0] === 'RENEWED' && count($f) === 3) {
-                $reports[] = ['RENEWED', (int) $f[1], (float) $f[2]];
+                $this->reports[$f[1]][] = ['RENEWED', (float) $f[2]];
             }
         }
-        return $reports;
+        $mine = isset($this->reports[$id]) ? $this->reports[$id] : [];
+        unset($this->reports[$id]);
+        return $mine;
+    }
+
+    private function send(string $line): bool
+    {
+        if ($this->proc === null || Process::pid() !== $this->ownerPid) {
+            return false;
+        }
+        $sent = @fwrite($this->in, $line . "\n") !== false && @fflush($this->in);
+        $this->gone = $this->gone || !$sent;
+        return $sent;
     }
 
     /**
      * QUIT ends it (closing its stdin is not enough while a pcntl_fork() child keeps a copy
      * open); then wait for it (it is between renewals, or in one bounded by read_timeout).
      */
-    public function stop()
+    private function stop()
     {
         if ($this->proc === null || Process::pid() !== $this->ownerPid) {
             return;
@@ -206,12 +259,7 @@ final class Renewer
         @fclose($this->out);
         @proc_close($this->proc);
         $this->proc = null;
-    }
-
-    /** In a fork child: the parent's helper, not ours to stop. */
-    public function disown()
-    {
-        $this->ownerPid = -1;
+        $this->gone = true;
     }
 
     public function __destruct()

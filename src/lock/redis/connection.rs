@@ -21,6 +21,22 @@ pub(super) struct Server {
     pub(super) require_master: bool,
 }
 
+impl Server {
+    /// Names the server and the credentials a connection was opened
+    /// with: connections of one key are interchangeable (the renewal
+    /// thread keeps one per key).
+    pub(super) fn pool_key(&self) -> String {
+        format!(
+            "{:?}/{}/{:?}/{:?}/{}",
+            self.client.get_connection_info().addr(),
+            self.db,
+            self.username,
+            self.password,
+            self.require_master
+        )
+    }
+}
+
 pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
     // No representable deadline means no deadline beyond the socket's own.
     let deadline = Instant::now() + options.connect_timeout;

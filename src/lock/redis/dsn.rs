@@ -1,5 +1,5 @@
-//! Parsing a DSN into a [`Server`], and the passwords to keep out of
-//! messages.
+//! Parsing a DSN into a [`Server`], the pieces of Sentinel and Cluster
+//! DSNs, and the passwords to keep out of messages.
 
 use super::connection::Server;
 use super::errors::describe_failure;
@@ -157,6 +157,7 @@ fn parse_db(text: &str) -> std::result::Result<i64, RedisError> {
 }
 
 /// Passwords found in a DSN, to cut out of any message that might echo them.
+#[derive(Clone)]
 pub(super) struct Secrets(Vec<String>);
 
 impl Secrets {
@@ -205,6 +206,78 @@ impl Secrets {
         }
         message
     }
+}
+
+/// `(before '#', whether it is #insecure)`: only TLS (`rediss-…://`) takes
+/// a fragment, and only that one; the rest is refused rather than ignored.
+/// `kind`: `sentinel` or `cluster`, for the message.
+pub(super) fn split_fragment<'a>(
+    rest: &'a str,
+    scheme: &str,
+    kind: &str,
+) -> Result<(&'a str, bool)> {
+    match rest.split_once('#') {
+        None => Ok((rest, false)),
+        Some((rest, "insecure")) if scheme == "rediss" => Ok((rest, true)),
+        Some(_) => Err(Error::value(
+            "$dsn",
+            format!("must not have a #fragment (only rediss-{kind}:// takes #insecure)"),
+        )),
+    }
+}
+
+/// `host` as written in a list of hosts, with `port` added when it names
+/// none (`[v6]` and `[v6]:port` included).
+pub(super) fn with_default_port(host: &str, port: u16) -> String {
+    let has_port = match host.strip_prefix('[') {
+        Some(v6) => v6.contains("]:"),
+        None => host.contains(':'),
+    };
+    if has_port {
+        host.to_owned()
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// `Error::value("$dsn", …)` for a part of a Sentinel or Cluster DSN that
+/// the plain-DSN parser refused: its reason, without a second "$dsn".
+pub(super) fn refused_part(err: Error, secrets: &Secrets) -> Error {
+    match err {
+        Error::InvalidValue { reason, .. } => Error::value("$dsn", secrets.scrub(reason)),
+        other => Error::value("$dsn", secrets.scrub(other.to_string())),
+    }
+}
+
+/// `my%20master` → `my master`, as a URL path segment is decoded; `None`
+/// when the bytes are not UTF-8. A `%` not followed by two hex digits
+/// stays as written.
+pub(super) fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .and_then(|pair| std::str::from_utf8(pair).ok())
+            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
+        match (bytes[at], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).ok()
+}
+
+pub(super) fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
 #[cfg(test)]

@@ -23,10 +23,11 @@ pub(super) fn makes_lock_unusable(err: &RedisError) -> bool {
 pub(super) enum Failure {
     Connect(RedisError),
     Command(RedisError),
-    /// Cluster: the nodes kept redirecting the command (a resharding
-    /// under way) until the call's budget ran out; `maybe_ran`: a try
-    /// before them broke off unanswered.
-    RedirectLoop {
+    /// No server to send it to: the Cluster nodes kept redirecting the
+    /// command (a resharding under way) until the call's budget ran out,
+    /// or no sentinel named the master; `reason` says which, in words.
+    /// `maybe_ran`: a try before that broke off unanswered.
+    Unrouted {
         reason: String,
         maybe_ran: bool,
     },
@@ -37,9 +38,19 @@ impl Failure {
     /// may run yet: anything but the server's error reply.
     pub(super) fn left_unanswered(&self, sent: bool) -> bool {
         match self {
-            Failure::RedirectLoop { maybe_ran, .. } => sent && *maybe_ran,
+            Failure::Unrouted { maybe_ran, .. } => sent && *maybe_ran,
             Failure::Command(err) => sent && err.kind() == ErrorKind::Io,
             Failure::Connect(_) => sent,
+        }
+    }
+
+    /// Whether the server could not be reached or did not answer (as
+    /// opposed to answering with an error).
+    pub(super) fn is_unreachable(&self) -> bool {
+        match self {
+            Failure::Connect(_) => true,
+            Failure::Command(err) => err.kind() == ErrorKind::Io,
+            Failure::Unrouted { .. } => false,
         }
     }
 

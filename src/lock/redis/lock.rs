@@ -1,46 +1,32 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
-use super::cluster::{companions, Cluster};
-use super::connection::{run_retrying_once, with_connection};
-use super::dsn::{parse_dsn, Secrets};
-use super::errors::{describe_failure, makes_lock_unusable, plain_io, Failed, Failure};
+use super::errors::{plain_io, Failed};
+use super::hold::HoldState;
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
-use super::redlock::{drift, in_parallel, on_all, quorum, verdict, Node, Verdict};
 use super::registry::{self, LockName};
-use super::renewer::{HoldState, Renewal};
+use super::renewer::{self, NewHold, Registration};
 use super::scripts::{renew_invocation, scripts};
-use super::sentinel::{Sentinel, SentinelAuth};
+use super::target::Target;
 use super::token::{random_token, HolderValue};
+use super::topology::{Attempt, Mode, SentinelAuth, Topology};
 use crate::error::{Error, Result};
-use crate::lock::shorten;
 use crate::lock::{sys, Wait};
-use redis::{Connection, ErrorKind, RedisResult};
 use std::mem;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 /// Waiters retry at least this often, for holders that `DEL` the key
 /// without publishing (other clients, or an ACL user without channel rights).
-pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(50);
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A lock on one Redis key. See the [module docs](super) for the protocol.
 pub struct RedisLock {
-    /// The server; for Redlock, the independent masters; for Sentinel, the
-    /// master the sentinels named last.
-    pub(super) nodes: Vec<Node>,
-    /// Sentinel: who names the master.
-    sentinel: Option<Sentinel>,
-    /// Cluster: the seeds, and how to follow redirections.
-    cluster: Option<Cluster>,
-    pub(super) key: String,
-    fence_key: String,
-    pub(super) channel: String,
-    pub(super) ttl: Duration,
-    pub(super) options: RedisOptions,
-    secrets: Secrets,
+    /// Where the key lives and how its commands reach it.
+    topology: Topology,
+    /// The key, its settings, and how messages name it.
+    pub(super) target: Target,
     /// Tells this lock apart from other objects on the same key in the
     /// per-thread registry of holds.
     id: u64,
@@ -50,7 +36,10 @@ pub struct RedisLock {
     owner_pid: u32,
     hold: Option<Hold>,
     /// The value of `<key>` seen by the last acquire that found it busy.
-    pub(super) last_holder: Option<HolderValue>,
+    last_holder: Option<HolderValue>,
+    /// When that key expired at the latest, as the same acquire found it
+    /// (`None`: it has no TTL).
+    last_expires_in: Option<Duration>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
@@ -61,70 +50,41 @@ pub struct RedisLock {
     /// key holds this token for the whole TTL. The next acquire reuses it
     /// (the script takes "key == our token" as ours) and release or drop
     /// deletes the key if it holds it. For Redlock: any master may.
-    pub(super) unsettled: Option<String>,
-    /// Redlock: each master's `run_id` (`INFO server`), learnt by the first
-    /// attempt it answers; `Some("")` when it would not say.
-    pub(super) run_ids: Vec<Option<String>>,
+    unsettled: Option<String>,
 }
 
 /// What we know about a key we acquired.
-pub(super) struct Hold {
+struct Hold {
     token: String,
     fence: i64,
     state: Arc<HoldState>,
-    renewer: Option<JoinHandle<()>>,
+    /// Known to the renewal thread, which renews it (a lease,
+    /// `auto_renew`) and releases it on a terminating signal; `None` when
+    /// the thread could not be started for a hold that does not renew.
+    registration: Option<Registration>,
 }
 
 impl Hold {
-    /// Stops the renewal thread, if any, and waits for it.
+    /// Stops renewing it, and waits for its renewal in flight, if any.
     fn finish(self) {
-        if let Some(renewer) = self.renewer {
-            self.state.signal_stop();
-            // A panic in the thread already lost the lock; nothing to report.
-            let _ = renewer.join();
+        self.state.signal_stop();
+        if let Some(registration) = self.registration {
+            registration.finish();
         }
     }
 }
 
-/// The acquire script's reply: `{1, fence, '', window end, ms until it}`
-/// or `{0, PTTL, holder, 0, 0}`.
-pub(super) type AcquireReply = (i64, i64, HolderValue, i64, i64);
-
-/// Why the acquire script runs.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// `acquire(0)`: one try.
-    Take,
-    /// One try of a waiter.
-    Wait,
-    /// `acquire()` on a held lock: only confirm and extend, never take (in
-    /// once-per mode, extend to the window's end too).
-    Confirm,
-}
-
-/// What one run of the acquire script found.
-pub(super) enum Attempt {
-    /// `<key>` holds our token (just set, or it already did): the fencing
-    /// number, when the attempt started (the TTL runs from later), the end
-    /// of its once-per window (server ms; 0: none), and how long after the
-    /// attempt started the key lives at least because of that window.
-    Ours(i64, Instant, i64, Duration),
-    /// Someone else holds the key; it expires within this time (`None`: it
-    /// has no TTL, or it is gone).
-    Busy(Option<Duration>),
-}
-
 /// Shortest and longest pause of a waiter whose server fails.
-pub(super) const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
-pub(super) const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
+const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 /// Longest wait for a connection or a reply when deleting the key of an
 /// unanswered acquire (see [`RedisLock::release`]).
-pub(super) const UNSETTLED_CLEANUP_TIMEOUT: Duration = Duration::from_secs(1);
+const UNSETTLED_CLEANUP_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Longest single sleep of a waiter, so that PHP's pending signal handlers
 /// run within about this long.
-pub(super) const INTERRUPT_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+const INTERRUPT_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 impl RedisLock {
     /// Validates and parses; connects lazily on first use, so this never
@@ -182,113 +142,33 @@ impl RedisLock {
         let ttl = check_ttl(ttl)?;
         check_timeout("$options['connect_timeout']", options.connect_timeout)?;
         check_timeout("$options['read_timeout']", options.read_timeout)?;
-        if dsns.len() > 1 && options.replicas > 0 {
-            return Err(Error::value(
-                "$options['replicas']",
-                "applies to one master (or a Sentinel DSN), not to a list of Redlock masters",
-            ));
-        }
-        let mut nodes: Vec<Node> = Vec::with_capacity(dsns.len());
-        let mut secrets = Secrets::none();
-        let mut sentinel = None;
-        let mut cluster = None;
-        for (index, dsn) in dsns.iter().enumerate() {
-            if let Some((found, found_secrets)) = Cluster::parse(dsn)? {
-                if dsns.len() > 1 {
-                    return Err(Error::value(
-                        format!("$dsn[{index}]"),
-                        "must be a redis://, rediss:// or unix:// DSN: Redlock needs independent masters",
-                    ));
-                }
-                secrets.merge(found_secrets);
-                nodes.push(found.first_node());
-                cluster = Some(found);
-                break;
-            }
-            if let Some((found, found_secrets)) = Sentinel::parse(dsn)? {
-                if dsns.len() > 1 {
-                    return Err(Error::value(
-                        format!("$dsn[{index}]"),
-                        "must be a redis://, rediss:// or unix:// DSN: Redlock needs independent masters",
-                    ));
-                }
-                secrets.merge(found_secrets);
-                nodes.push(found.first_node());
-                sentinel = Some(found);
-                break;
-            }
-            let (server, found) = parse_dsn(dsn).map_err(|err| match err {
-                Error::InvalidValue { arg, reason } if dsns.len() > 1 => {
-                    Error::value(format!("{arg}[{index}]"), reason)
-                }
-                other => other,
-            })?;
-            secrets.merge(found);
-            let node = Node::new(server);
-            if let Some(other) = nodes
-                .iter()
-                .find(|other| other.server_identity() == node.server_identity())
-            {
-                let (first, again) = (other.address(), node.address());
-                let also = if first == again {
-                    String::new()
-                } else {
-                    format!(" (also as {again})")
-                };
-                return Err(Error::value(
-                    "$dsn",
-                    format!(
-                        "names the Redis master {first} twice{also}; Redlock needs independent \
-                         masters"
-                    ),
-                ));
-            }
-            nodes.push(node);
-        }
-        let masters = nodes.len();
+        let (topology, secrets) = Topology::parse(dsns, &options)?;
+        let (address, db) = topology.identity();
         let name = LockName {
-            address: match (&sentinel, &cluster) {
-                (Some(sentinel), _) => sentinel.identity(),
-                (_, Some(cluster)) => cluster.identity(),
-                _ => {
-                    let mut masters: Vec<String> = nodes
-                        .iter()
-                        .map(|node| {
-                            let addr = node.server.client.get_connection_info().addr();
-                            format!("{addr}/{}", node.server.db)
-                        })
-                        .collect();
-                    masters.sort();
-                    masters.join(",")
-                }
-            },
-            db: nodes[0].server.db,
+            address,
+            db,
             key: key.to_owned(),
         };
-        let (fence_key, channel) = if cluster.is_some() {
-            companions(key)?
-        } else {
-            (format!("{key}:fence"), format!("{key}:released"))
-        };
+        let (fence_key, channel) = topology.companions(key)?;
         Ok(RedisLock {
-            nodes,
-            sentinel,
-            cluster,
+            topology,
+            target: Target {
+                key: key.to_owned(),
+                fence_key,
+                channel,
+                ttl,
+                options,
+                secrets,
+            },
             name,
-            key: key.to_owned(),
-            fence_key,
-            channel,
-            ttl,
-            options,
-            secrets,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             owner_pid: sys::current_pid(),
             hold: None,
             last_holder: None,
+            last_expires_in: None,
             busy_here: false,
             once_per: None,
             unsettled: None,
-            run_ids: vec![None; masters],
         })
     }
 
@@ -350,7 +230,8 @@ impl RedisLock {
                 Attempt::Ours(fence, sent, window_end, window_left) => {
                     self.start_hold(token, fence, sent, window_end, window_left)
                 }
-                Attempt::Busy(_) => {
+                Attempt::Busy(expires_in) => {
+                    self.last_expires_in = expires_in;
                     self.busy_here = self.busy_through_this_thread();
                     Ok(false)
                 }
@@ -365,7 +246,7 @@ impl RedisLock {
     fn busy_through_this_thread(&self) -> bool {
         self.last_holder
             .as_deref()
-            .is_some_and(|holder| registry::holds_token(&self.key, holder, self.id))
+            .is_some_and(|holder| registry::holds_token(&self.target.key, holder, self.id))
     }
 
     fn would_deadlock(&self) -> Error {
@@ -387,6 +268,7 @@ impl RedisLock {
                     return self.start_hold(token, fence, sent, window_end, window_left)
                 }
                 Ok(Attempt::Busy(expires_in)) => {
+                    self.last_expires_in = expires_in;
                     if self.busy_through_this_thread() {
                         self.busy_here = true;
                         return Err(self.would_deadlock());
@@ -394,21 +276,15 @@ impl RedisLock {
                     backoff = RECONNECT_BACKOFF_MIN;
                     // Subscribe, then retry at once, so a release between
                     // the attempt and the subscription still wakes us.
-                    // Redlock: the first master's channel; polling covers
-                    // the rest.
-                    if listener.subscribe(&self.nodes[0].server, &self.options, &self.channel) {
+                    let server = self.topology.listener_server();
+                    if listener.subscribe(server, &self.target.options, &self.target.channel) {
                         continue;
                     }
                     if wait.remaining() == Some(Duration::ZERO) {
                         return Ok(false);
                     }
                     let nap = expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL));
-                    if self.is_redlock() {
-                        // Waiters that split the votes must not retry in step.
-                        nap.mul_f64(0.5 + jitter())
-                    } else {
-                        nap
-                    }
+                    self.topology.retry_pause(nap)
                 }
                 Err(Failed {
                     error,
@@ -442,102 +318,35 @@ impl RedisLock {
         }
     }
 
-    /// One run of the acquire script (retried once on a broken connection:
-    /// it is idempotent for a given token). A take or wait whose script got
-    /// no answer keeps `token` as [`RedisLock::unsettled`]; one that found
-    /// the key held by someone else drops it.
+    /// One run of the acquire script (see [`Topology::attempt`]).
     fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
-        if self.is_redlock() {
-            return self.attempt_on_masters(token, mode);
-        }
-        let outcome = self.attempt_on_one(token, mode);
-        if mode != Mode::Confirm {
-            match &outcome {
-                Err(failed) if failed.unanswered => self.unsettled = Some(token.to_owned()),
-                Ok(Attempt::Busy(_)) => self.unsettled = None,
-                _ => {}
-            }
-        }
-        outcome
-    }
-
-    fn attempt_on_one(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
         let invocation = self.acquire_invocation(token, mode);
-        let sent = Instant::now();
-        let replicas = if mode == Mode::Confirm {
-            0
-        } else {
-            self.options.replicas
-        };
-        // WAIT gives up a little before the socket would.
-        let wait_ms = (self.options.read_timeout.as_millis() * 4 / 5).max(1) as u64;
-        let (((acquired, number, holder, window_end, window_left_ms), acks), _) =
-            self.run("acquire", mode == Mode::Wait, |conn| {
-                let reply: AcquireReply = invocation.invoke(conn)?;
-                if reply.0 != 1 || replicas == 0 {
-                    return Ok((reply, 0));
-                }
-                let acks: i64 = redis::cmd("WAIT").arg(replicas).arg(wait_ms).query(conn)?;
-                Ok((reply, acks))
-            })?;
-        if acquired == 1 && acks < i64::from(replicas) {
-            // Not safe from a failover yet: give it back.
-            let given_back = self.delete_if_ours(token);
-            return Err(Failed {
-                error: Error::Connection(self.secrets.scrub(format!(
-                    "{} was taken, but only {acks} of the {replicas} replicas asked for \
-                     acknowledged it within {wait_ms} ms; it was given back",
-                    self.describe()
-                ))),
-                transient: true,
-                unanswered: given_back.is_err(),
-            });
-        }
-        if acquired == 1 {
-            let window_left = Duration::from_millis(u64::try_from(window_left_ms).unwrap_or(0));
-            return Ok(Attempt::Ours(number, sent, window_end, window_left));
-        }
-        self.last_holder = Some(holder);
-        // PTTL is -1 for a key without TTL, -2 for no key.
-        Ok(Attempt::Busy(
-            u64::try_from(number).ok().map(Duration::from_millis),
-        ))
+        self.topology.attempt(
+            &self.target,
+            token,
+            mode,
+            &invocation,
+            &mut self.last_holder,
+            &mut self.unsettled,
+        )
     }
 
-    pub(super) fn acquire_invocation(
-        &self,
-        token: &str,
-        mode: Mode,
-    ) -> redis::ScriptInvocation<'static> {
+    fn acquire_invocation(&self, token: &str, mode: Mode) -> redis::ScriptInvocation<'static> {
         let script = match self.once_per {
             Some(_) => &scripts().acquire_in_window,
             None => &scripts().acquire,
         };
         let mut invocation = script.prepare_invoke();
         invocation
-            .key(&self.key)
-            .key(&self.fence_key)
+            .key(&self.target.key)
+            .key(&self.target.fence_key)
             .arg(token)
-            .arg(ttl_ms(self.ttl));
+            .arg(ttl_ms(self.target.ttl));
         if let Some(window) = self.once_per {
             invocation.arg(ttl_ms(window));
         }
         invocation.arg(if mode == Mode::Confirm { "1" } else { "0" });
         invocation
-    }
-
-    pub(super) fn is_redlock(&self) -> bool {
-        self.nodes.len() > 1
-    }
-
-    /// How long a hold confirmed with `ttl` counts as valid from when the
-    /// command was sent: the TTL, less the drift allowance for Redlock.
-    pub(super) fn valid_for(&self, ttl: Duration) -> Duration {
-        if self.is_redlock() {
-            ttl.saturating_sub(drift(ttl))
-        } else {
-            ttl
-        }
     }
 
     /// D1: acquire() on a held lock asks the server and extends the TTL.
@@ -561,10 +370,11 @@ impl RedisLock {
         let sent = Instant::now();
         match self.attempt(&token, Mode::Confirm)? {
             Attempt::Ours(_, _, window_end, window_left)
-                if state.extend(sent, self.valid_for(self.ttl)) =>
+                if state.extend(sent, self.topology.valid_for(self.target.ttl)) =>
             {
                 if window_end != 0 {
-                    state.keep_to_window_end(window_end, sent, self.valid_for(window_left));
+                    let left = self.topology.valid_for(window_left);
+                    state.keep_to_window_end(window_end, sent, left);
                 }
                 Ok(true)
             }
@@ -587,27 +397,34 @@ impl RedisLock {
         window_end_ms: i64,
         window_left: Duration,
     ) -> Result<bool> {
-        let state = HoldState::new(sent, self.valid_for(self.ttl));
+        let state = HoldState::new(sent, self.topology.valid_for(self.target.ttl));
         if window_end_ms != 0 {
             // once_per: the key lives until its window ends whatever the
             // TTL, so the hold does too (renew() and isHeld() say so).
-            state.keep_to_window_end(window_end_ms, sent, self.valid_for(window_left));
+            let left = self.topology.valid_for(window_left);
+            state.keep_to_window_end(window_end_ms, sent, left);
         }
         let state = Arc::new(state);
-        let renewer = if self.options.auto_renew {
-            match self.spawn_renewer(&token, &state) {
-                Ok(renewer) => Some(renewer),
-                Err(err) => {
-                    // Best effort: otherwise the key stays until its TTL.
-                    let _ = self.delete_if_ours(&token);
-                    return Err(Error::Lock(format!(
-                        "cannot start the auto-renew thread: {}",
-                        plain_io(&err)
-                    )));
-                }
+        let renews = self.target.options.auto_renew;
+        let hold = NewHold {
+            topology: self.topology.fresh(),
+            target: self.target.clone(),
+            token: token.clone(),
+            valid_for: self.topology.valid_for(self.target.ttl),
+            renews,
+        };
+        let registration = match renewer::register(hold, &state) {
+            Ok(registration) => Some(registration),
+            // Only a terminating signal would have needed the thread.
+            Err(_) if !renews => None,
+            Err(err) => {
+                // Best effort: otherwise the key stays until its TTL.
+                let _ = self.delete_if_ours(&token);
+                return Err(Error::Lock(format!(
+                    "cannot start the auto-renew thread: {}",
+                    plain_io(&err)
+                )));
             }
-        } else {
-            None
         };
         self.unsettled = None;
         registry::register(&self.name, self.id, self.owner_pid, &token, &state);
@@ -615,39 +432,9 @@ impl RedisLock {
             token,
             fence,
             state,
-            renewer,
+            registration,
         });
         Ok(true)
-    }
-
-    fn spawn_renewer(
-        &self,
-        token: &str,
-        state: &Arc<HoldState>,
-    ) -> std::io::Result<JoinHandle<()>> {
-        let renewal = Renewal {
-            nodes: self
-                .nodes
-                .iter()
-                .map(|node| Node::new(node.server.clone()))
-                .collect(),
-            options: self.options,
-            key: self.key.clone(),
-            token: token.to_owned(),
-            ttl: self.ttl,
-            release: {
-                let mut release = scripts().release.prepare_invoke();
-                release.key(&self.key).arg(token).arg(&self.channel);
-                release
-            },
-            valid_for: self.valid_for(self.ttl),
-            sentinel: self.sentinel.as_ref().map(Sentinel::fresh),
-            cluster: self.cluster.as_ref().map(Cluster::fresh),
-        };
-        let state = Arc::clone(state);
-        thread::Builder::new()
-            .name("cronlock-renew".to_owned())
-            .spawn(move || renewal.run(&state))
     }
 
     /// Extends the key's TTL to `ttl` (default: the lock's TTL) if it is
@@ -661,13 +448,14 @@ impl RedisLock {
     /// after which the lock is still held until its TTL runs out.
     pub fn renew(&mut self, ttl: Option<Duration>) -> Result<bool> {
         self.adopt_process();
-        let ttl = check_ttl(ttl.unwrap_or(self.ttl))?;
+        let ttl = check_ttl(ttl.unwrap_or(self.target.ttl))?;
         let Some(hold) = &self.hold else {
             return Ok(false);
         };
         let state = Arc::clone(&hold.state);
         let token = hold.token.clone();
-        let invocation = renew_invocation(&self.key, &hold.token, ttl, state.window_end_ms());
+        let invocation =
+            renew_invocation(&self.target.key, &hold.token, ttl, state.window_end_ms());
         let gate = state.renew_gate.lock();
         // Lost, or run out unrenewed: a dropped hold stays dropped.
         if !state.is_valid() {
@@ -680,13 +468,14 @@ impl RedisLock {
         // Redlock: half of what is left, so a stalled minority cannot make
         // the majority's answer come after the hold ran out.
         let deadline = sent + state.remaining() / 2;
-        let renewed = self.everywhere(
+        let renewed = self.topology.yes_or_no(
+            &self.target,
             "renew",
             Some(deadline),
             &|conn| invocation.invoke::<i64>(conn),
             |reply, _| reply == 1,
         )?;
-        let kept = renewed && state.extend(sent, self.valid_for(ttl));
+        let kept = renewed && state.extend(sent, self.topology.valid_for(ttl));
         if !kept {
             state.lost.store(true, Ordering::Release);
         }
@@ -759,14 +548,13 @@ impl RedisLock {
     /// [`Error::InvalidValue`] naming `$options['sentinel_password']` when
     /// the DSN is not a Sentinel DSN.
     pub fn set_sentinel_auth(&mut self, auth: &SentinelAuth) -> Result<()> {
-        let Some(sentinel) = &mut self.sentinel else {
+        if !self.topology.set_sentinel_auth(auth) {
             return Err(Error::value(
                 "$options['sentinel_password']",
                 "applies to a redis-sentinel:// or rediss-sentinel:// DSN only",
             ));
-        };
-        sentinel.authenticate(auth);
-        self.secrets.add(Some(&auth.password));
+        }
+        self.target.secrets.add(Some(&auth.password));
         Ok(())
     }
 
@@ -782,12 +570,13 @@ impl RedisLock {
     ) -> Result<bool> {
         let mut invocation = scripts().end_window.prepare_invoke();
         invocation
-            .key(&self.key)
+            .key(&self.target.key)
             .arg(token)
             .arg(window_end_ms)
-            .arg(&self.channel);
-        let redlock = self.is_redlock();
-        self.everywhere(
+            .arg(&self.target.channel);
+        let redlock = self.topology.some_may_lack_the_key();
+        self.topology.yes_or_no(
+            &self.target,
             "leave to expire",
             Some(release_deadline(valid)),
             &|conn| invocation.invoke::<i64>(conn),
@@ -808,45 +597,8 @@ impl RedisLock {
         let Some(token) = self.unsettled.take() else {
             return Ok(false);
         };
-        let mut invocation = scripts().release.prepare_invoke();
-        invocation.key(&self.key).arg(&token).arg(&self.channel);
-        let options = self.options;
-        let bounded = RedisOptions {
-            connect_timeout: options.connect_timeout.min(UNSETTLED_CLEANUP_TIMEOUT),
-            read_timeout: options.read_timeout.min(UNSETTLED_CLEANUP_TIMEOUT),
-            ..options
-        };
-        let results = in_parallel(&mut self.nodes, &|node| {
-            with_connection(&mut node.conn, &node.server, &bounded, |conn| {
-                conn.set_read_timeout(Some(bounded.read_timeout))?;
-                let reply = invocation.invoke::<i64>(conn);
-                // The connection may be kept for the next command.
-                conn.set_read_timeout(Some(options.read_timeout))?;
-                conn.set_write_timeout(Some(options.read_timeout))?;
-                reply
-            })
-        });
-        let mut deleted = false;
-        let mut failures = Vec::new();
-        for (index, result) in results.into_iter().enumerate() {
-            match result {
-                Ok(1) => deleted = true,
-                Ok(_) => {}
-                Err(failure) => failures.push((index, failure)),
-            }
-        }
-        if deleted || failures.len() < quorum(self.nodes.len()) {
-            return Ok(deleted);
-        }
-        // The message names the timeouts this try had.
-        let options = mem::replace(&mut self.options, bounded);
-        let error = if self.is_redlock() {
-            self.majority_error("release", &failures, None).error
-        } else {
-            self.error(0, "release", &failures[0].1)
-        };
-        self.options = options;
-        Err(error)
+        self.topology
+            .release_unsettled(&self.target, &token, UNSETTLED_CLEANUP_TIMEOUT)
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
@@ -857,44 +609,19 @@ impl RedisLock {
     /// Redlock waits for no master past that (a key that expired needs
     /// no delete), but at least [`RELEASE_MIN_WAIT`].
     fn delete_if_ours_within(&mut self, token: &str, valid: Option<Duration>) -> Result<bool> {
-        let mut invocation = scripts().release.prepare_invoke();
-        invocation.key(&self.key).arg(token).arg(&self.channel);
-        let redlock = self.is_redlock();
+        let invocation = self.target.release_invocation(token);
+        let redlock = self.topology.some_may_lack_the_key();
         // No key at all after a broken connection: most likely our first
         // try deleted it and its reply was lost; nobody else holds it. For
         // Redlock, a master that never granted (or lost) the key is no
         // reason to report a held lock as not held.
-        self.everywhere(
+        self.topology.yes_or_no(
+            &self.target,
             "release",
             valid.map(release_deadline),
             &|conn| invocation.invoke::<i64>(conn),
             |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
         )
-    }
-
-    /// Runs a token-checked yes/no script on the server, or on every
-    /// Redlock master: `Ok(true)` when it (a majority) said yes,
-    /// `Ok(false)` when it (so many that no majority is left) said no.
-    /// Redlock: no master is awaited past `deadline` (see
-    /// [`redlock::on_all`](super::redlock::on_all)).
-    pub(super) fn everywhere(
-        &mut self,
-        op: &str,
-        deadline: Option<Instant>,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
-        yes: impl Fn(i64, bool) -> bool,
-    ) -> Result<bool> {
-        if !self.is_redlock() {
-            let (reply, retried) = self.run(op, false, command)?;
-            return Ok(yes(reply, retried));
-        }
-        let budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let results = on_all(&mut self.nodes, &self.options, deadline, command);
-        match verdict(results, yes) {
-            Verdict::Yes => Ok(true),
-            Verdict::No => Ok(false),
-            Verdict::Unknown(failures) => Err(self.majority_error(op, &failures, budget).error),
-        }
     }
 
     /// Whether this process holds the lock as far as we know: acquired, not
@@ -913,7 +640,7 @@ impl RedisLock {
     /// The fencing number of this acquisition (strictly increasing per key,
     /// across holders); `None` when not held.
     pub fn fencing_token(&self) -> Option<i64> {
-        if self.is_redlock() {
+        if !self.topology.fences() {
             // See the module docs, "Redlock": no number across independent
             // masters is strictly increasing under the failures Redlock is
             // meant to survive.
@@ -934,6 +661,24 @@ impl RedisLock {
         Some((pid.parse().ok()?, host))
     }
 
+    /// When the holder the last `acquire` found is a process of this host
+    /// that is no longer running, the busy line's remark saying so and when
+    /// the key expires at the latest. Only words: containers share host
+    /// names, so nothing is done on that guess.
+    pub fn dead_holder_remark(&self) -> Option<String> {
+        let (pid, host) = self.last_holder()?;
+        if host != sys::hostname() || sys::process_alive(pid) {
+            return None;
+        }
+        Some(match self.last_expires_in {
+            Some(left) => format!(
+                "(not running on this host; the key expires in {} s)",
+                left.as_millis().div_ceil(1000)
+            ),
+            None => "(not running on this host)".to_owned(),
+        })
+    }
+
     /// Whether the last `acquire` found the key held by another lock object
     /// of this thread (then [`RedisLock::last_holder`] names this process).
     pub fn busy_in_this_process(&self) -> bool {
@@ -942,33 +687,13 @@ impl RedisLock {
 
     /// The Redis key.
     pub fn key(&self) -> &str {
-        &self.key
+        &self.target.key
     }
 
     /// `redis key '<key>' at <address>[/db]` for messages, the key cut to
     /// 200 characters.
     pub fn describe(&self) -> String {
-        if let Some(sentinel) = &self.sentinel {
-            return format!(
-                "redis key '{}' at {}",
-                shorten(&self.key),
-                sentinel.describe()
-            );
-        }
-        if let Some(cluster) = &self.cluster {
-            return format!(
-                "redis key '{}' in {}",
-                shorten(&self.key),
-                cluster.describe()
-            );
-        }
-        let at = self
-            .nodes
-            .iter()
-            .map(Node::address)
-            .collect::<Vec<_>>()
-            .join(", ");
-        format!("redis key '{}' at {at}", shorten(&self.key))
+        self.target.describe(&self.topology.place())
     }
 
     /// Takes the hold out of this object and out of the thread's registry.
@@ -992,107 +717,11 @@ impl RedisLock {
     fn adopt_process(&mut self) {
         let pid = sys::current_pid();
         if self.owner_pid != pid {
-            for node in &mut self.nodes {
-                mem::forget(node.conn.take());
-            }
-            if let Some(sentinel) = &mut self.sentinel {
-                sentinel.forget_connection();
-            }
+            self.topology.forget_connections();
             mem::forget(self.hold.take());
             // The parent's token: never this process's to take or delete.
             self.unsettled = None;
             self.owner_pid = pid;
-        }
-    }
-
-    /// Runs `command`, reconnecting and running it once more when the
-    /// connection broke (closed by the server or the network, reset, timed
-    /// out): every script is safe to run twice. Returns whether it ran twice.
-    /// `in_wait`: a signal for PHP that interrupted the read ends it (D9).
-    fn run<T>(
-        &mut self,
-        op: &str,
-        in_wait: bool,
-        mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
-    ) -> std::result::Result<(T, bool), Failed> {
-        let node = &mut self.nodes[0];
-        if let Some(sentinel) = &mut self.sentinel {
-            if let Err(reason) = sentinel.follow(node, &self.options) {
-                return Err(Failed {
-                    error: Error::Connection(self.secrets.scrub(format!(
-                        "cannot {op} key '{}': {reason}",
-                        shorten(&self.key)
-                    ))),
-                    transient: true,
-                    unanswered: false,
-                });
-            }
-        }
-        let mut sent = false;
-        let noting_sent = |conn: &mut Connection| {
-            sent = true;
-            command(conn)
-        };
-        let result = match &mut self.cluster {
-            Some(cluster) => cluster.run(node, &self.options, in_wait, noting_sent),
-            None => run_retrying_once(
-                &mut node.conn,
-                &node.server,
-                &self.options,
-                in_wait,
-                noting_sent,
-            ),
-        };
-        result.map_err(|failure| Failed {
-            error: self.error(0, op, &failure),
-            transient: failure.is_transient(),
-            unanswered: failure.left_unanswered(sent),
-        })
-    }
-
-    pub(super) fn error(&self, node: usize, op: &str, failure: &Failure) -> Error {
-        self.error_with(node, op, failure, &self.options)
-    }
-
-    /// [`RedisLock::error`] for a call that was given the timeouts of `given`.
-    pub(super) fn error_with(
-        &self,
-        node: usize,
-        op: &str,
-        failure: &Failure,
-        given: &RedisOptions,
-    ) -> Error {
-        let addr = self.nodes[node].server.client.get_connection_info().addr();
-        let key = shorten(&self.key);
-        let message = match failure {
-            Failure::Connect(err) if err.is_timeout() => format!(
-                "cannot connect to Redis at {addr} to {op} key '{key}': no answer within {} ms",
-                given.connect_timeout.as_millis()
-            ),
-            Failure::Connect(err) => format!(
-                "cannot connect to Redis at {addr} to {op} key '{key}': {}",
-                describe_failure(err)
-            ),
-            Failure::Command(err) if err.is_timeout() => format!(
-                "Redis at {addr} gave no answer within {} ms to {op} key '{key}'",
-                given.read_timeout.as_millis()
-            ),
-            Failure::Command(err) if err.kind() == ErrorKind::Io => format!(
-                "lost the connection to Redis at {addr} while trying to {op} key '{key}': {}",
-                describe_failure(err)
-            ),
-            Failure::Command(err) => format!(
-                "Redis at {addr} refused to {op} key '{key}': {}",
-                describe_failure(err)
-            ),
-            Failure::RedirectLoop { reason, .. } => {
-                format!("cannot {op} key '{key}': {reason}")
-            }
-        };
-        let message = self.secrets.scrub(message);
-        match failure {
-            Failure::Command(err) if makes_lock_unusable(err) => Error::Lock(message),
-            _ => Error::Connection(message),
         }
     }
 }
@@ -1107,7 +736,6 @@ impl Drop for RedisLock {
     }
 }
 
-/// A number in [0, 1) that differs between processes and calls.
 /// The least a Redlock release waits for the masters, however little of
 /// the hold's validity is left: enough for live masters to answer on a
 /// busy machine.
@@ -1116,13 +744,4 @@ const RELEASE_MIN_WAIT: Duration = Duration::from_millis(50);
 /// When a Redlock release of a hold still valid for `valid` stops waiting.
 fn release_deadline(valid: Duration) -> Instant {
     Instant::now() + valid.max(RELEASE_MIN_WAIT)
-}
-
-fn jitter() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.subsec_nanos());
-    let mixed = (u64::from(nanos) ^ u64::from(sys::current_pid()).rotate_left(32))
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (mixed >> 11) as f64 / (1u64 << 53) as f64
 }

@@ -80,14 +80,14 @@
 //!
 //! # Cluster
 //!
-//! `redis-cluster://seed,seed…` (module `cluster`): commands go to the node
+//! `redis-cluster://seed,seed…` (module `topology::cluster`): commands go to the node
 //! that answered last; `MOVED` repoints us, `ASK` sends that one command
 //! (with `ASKING`, again after the crate's `NOSCRIPT` reload) to the node it
 //! names, an unreachable node sends us back to the seeds, a redirect loop
 //! (more than 5 in a row) is followed again after a 20-100 ms pause and,
 //! once the budget is spent, is a transient failure; the whole call
 //! takes at most `read + connect + read` timeouts however many nodes it
-//! walks (`cluster::call_budget`). Companion keys
+//! walks (`topology::cluster::call_budget`). Companion keys
 //! are `<key>:fence` when `<key>` has a hash tag, else `{<key>}:fence`, so the
 //! two-key scripts never cross slots. Waiters subscribe with plain
 //! `SUBSCRIBE` on the node they talk to: cluster `PUBLISH` reaches every
@@ -100,7 +100,7 @@
 //!
 //! `redis-sentinel://…/master[/db]`: before every command the lock (and its
 //! renewal thread) asks the sentinels, the last that answered first, for the
-//! master's address (`sentinel`), and opens a new connection when it moved;
+//! master's address (`topology::sentinel`), and opens a new connection when it moved;
 //! a new connection to the master checks `ROLE` (a demoted master is a
 //! transient failure). So renew and acquire follow the master the sentinels
 //! name now, and a key that did not reach it is reported lost. The DSN's
@@ -114,7 +114,7 @@
 //!
 //! [`RedisLock::on_masters`] with several DSNs of independent masters: each
 //! operation runs the same script on every master at once (one scoped
-//! thread per master, `redlock::on_all`; one master runs on the caller's
+//! thread per master, `topology::redlock`; one master runs on the caller's
 //! thread), so a master that is down or stopped costs its timeouts once.
 //!
 //! - acquire: held when a majority (`n/2 + 1`) granted and the attempt took
@@ -139,7 +139,7 @@
 //!   master as yes: a minority that never had or lost the key does not make
 //!   a held lock "not held".
 //! - No server counts twice: [`RedisLock::on_masters`] refuses a list of one
-//!   and one whose DSNs name a server twice (`Node::server_identity`:
+//!   and one whose DSNs name a server twice (`node::Node::server_identity`:
 //!   loopback and IPv4-mapped spellings are one, the database is not part
 //!   of it); until every master has answered once, each attempt first asks
 //!   `INFO server`, and two masters with one `run_id` make it give its
@@ -207,14 +207,26 @@
 //! Sent in milliseconds, rounded up (so at least 1 ms); at most 10 years
 //! ([`MAX_TTL`]) — more is refused as a bad `$ttl`.
 //!
-//! # Auto-renew
+//! # Auto-renew, and terminating signals
 //!
-//! With [`RedisOptions::auto_renew`] a thread with its own connection renews
-//! the key every ttl/3 while the lock is held. It stops when the lock is
-//! released or dropped (woken at once, not after a sleep), or when it finds
-//! the key is no longer ours or could not renew before the TTL ran out; the
-//! lock is then lost. It always renews to the lock's TTL, also after a
-//! one-off `renew(Some(ttl))`.
+//! One thread per process (module `renewer`) renews every hold whose lock
+//! has [`RedisOptions::auto_renew`] (the PHP layer's default: a [`LEASE`]
+//! of 30 s when no `$ttl` is given) every ttl/3, on connections of its own,
+//! at most one per server and credentials; a renewal that found a server
+//! unreachable makes its other holds wait for the retry rather than each
+//! wait out the timeout. A hold stops being renewed when the lock is
+//! released or dropped (a renewal in flight is awaited, so none is sent
+//! after `release()` returns), or when a renewal finds the key is no longer
+//! ours or could not renew before the TTL ran out; the lock is then lost.
+//! It always renews to the lock's TTL, also after a one-off
+//! `renew(Some(ttl))`.
+//!
+//! Every hold, renewed or not, is known to that thread: while any exists,
+//! `crate::lock::signals` makes a terminating signal whose disposition was
+//! the default one release them all (token-checked, a once-per hold left
+//! to expire at its window's end, within 2 s) before the process dies of
+//! that signal. The thread ends by [`shutdown`], before the module is
+//! unloaded.
 //!
 //! # Fork
 //!
@@ -223,46 +235,53 @@
 //! sending anything, and dropping it sends nothing: the inherited sockets
 //! are forgotten, never closed (closing a TLS session would corrupt the
 //! parent's), and the parent's renewal thread, which does not exist in the
-//! child, is neither joined nor signalled. The child may `acquire` on its
-//! own connection.
+//! child, is neither joined nor signalled (its state is forgotten too). The
+//! child may `acquire` on its own connection; its first hold starts a
+//! renewal thread of its own.
 //!
 //! # Where things are
 //!
+//! Each module uses only modules below it in this table (no cycles):
+//!
 //! | module | what |
 //! | --- | --- |
-//! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release, messages |
-//! | `scripts` | the Lua scripts |
-//! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
-//! | `dsn` | parsing a DSN; the passwords kept out of messages |
-//! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
-//! | `listener` | a waiter's subscription to `<key>:released` |
-//! | `errors` | which failures are transient or fatal, and saying them in words |
-//! | `redlock` | Redlock: running a script on every master, majorities, the drift allowance |
-//! | `sentinel` | asking the sentinels for the master; the `redis-sentinel://` DSN |
-//! | `cluster` | following MOVED/ASK from seed nodes; companion keys in the key's slot |
+//! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release; no topology code |
+//! | `renewer` | the process's one renewal thread: renewals, and the release on a terminating signal |
 //! | `registry` | the keys this thread holds (a second object never waits on itself) |
-//! | `renewer` | the hold's shared state and the auto-renew thread |
+//! | `listener` | a waiter's subscription to `<key>:released` |
+//! | `hold` | what we know about a key we acquired, shared by the lock, the registry and the renewer |
+//! | `topology` | `Topology`: Single, Sentinel, Cluster or Redlock, one file each; what differs between them |
+//! | `topology::master` | the `Master` trait every topology but Redlock ends at; attempts and verdicts |
+//! | `target` | the key, its settings, and failures in words |
+//! | `node` | one server and our connection to it; telling two DSNs of one server apart |
+//! | `dsn` | parsing a DSN and the pieces of Sentinel and Cluster DSNs; the passwords kept out of messages |
+//! | `connection` | connect + AUTH/SELECT under one deadline; the retry after a broken connection |
+//! | `scripts` | the Lua scripts: `polyfill/resources/redis/*.lua`, embedded |
+//! | `options` | [`RedisOptions`], TTL and timeout limits and checks |
+//! | `errors` | which failures are transient or fatal, and saying them in words |
 //! | `token` | the random part of a token |
 //! | `tests` | against real redis-servers, Redlock masters and Sentinel setups (`tests/server.rs` starts them) |
 
-mod cluster;
 mod connection;
 mod dsn;
 mod errors;
+mod hold;
 mod listener;
 mod lock;
+mod node;
 mod options;
-mod redlock;
 mod registry;
 mod renewer;
 mod scripts;
-mod sentinel;
+mod target;
 #[cfg(test)]
 mod tests;
 mod token;
+mod topology;
 
 pub use lock::RedisLock;
 pub use options::{
-    check_timeout, tls_supported, ttl_from_secs, RedisOptions, MAX_TIMEOUT, MAX_TTL,
+    check_timeout, tls_supported, ttl_from_secs, RedisOptions, LEASE, MAX_TIMEOUT, MAX_TTL,
 };
-pub use sentinel::SentinelAuth;
+pub use renewer::{holds_nothing_now, shutdown};
+pub use topology::SentinelAuth;

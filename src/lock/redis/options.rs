@@ -6,6 +6,12 @@ use std::time::Duration;
 /// The longest TTL accepted: 10 years.
 pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
+/// The TTL of a key held without a `$ttl`: the lock renews it every
+/// third of that (10 s) while its process lives (Redisson's watchdog), so
+/// a holder killed by SIGKILL, or on a host that went down, blocks the
+/// next run for at most this long.
+pub const LEASE: Duration = Duration::from_secs(30);
+
 /// Whether `rediss://` DSNs work in this build (they do: rustls is built in).
 pub fn tls_supported() -> bool {
     true
@@ -23,6 +29,20 @@ pub struct RedisOptions {
     /// An acquire succeeds only once this many replicas acknowledged the
     /// key (`WAIT`, within 4/5 of `read_timeout`); 0: do not wait.
     pub replicas: u32,
+}
+
+impl RedisOptions {
+    /// These options with no timeout longer than `budget` (at least 1 ms:
+    /// a zero timeout is refused by the socket API), for a call that must
+    /// end within it.
+    pub(super) fn within(&self, budget: Duration) -> RedisOptions {
+        let budget = budget.max(Duration::from_millis(1));
+        RedisOptions {
+            connect_timeout: self.connect_timeout.min(budget),
+            read_timeout: self.read_timeout.min(budget),
+            ..*self
+        }
+    }
 }
 
 impl Default for RedisOptions {

@@ -1,7 +1,7 @@
 //! The keys this thread holds, so that a second object on a held key never
 //! waits for itself (D3).
 
-use super::renewer::HoldState;
+use super::hold::HoldState;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

@@ -1,206 +1,496 @@
-//! The auto-renew thread, and the hold state it shares with the lock.
+//! One renewal thread per process, for every Redis hold of the process:
+//! it renews the holds that renew (a lease, `auto_renew`) every ttl/3 on
+//! connections of its own, at most one per server, and releases every
+//! hold when a terminating signal arrives (`lock::signals`).
+//!
+//! Traps it closes:
+//!
+//! - A stopped holder is not renewed for: the thread stops with its
+//!   process (SIGSTOP, Ctrl-Z), as every thread does.
+//! - A forked child keeps nothing alive: it has no renewal thread, its
+//!   copies of the parent's holds are forgotten (never unregistered,
+//!   never closed), and its own first hold starts a service of its own.
+//! - A renewal that came back "not ours" loses the hold; one that came back
+//!   yes after the hold ran out does not revive it, and gives the key back.
+//! - Redlock: no master is awaited past half of what is left of the hold.
+//! - Sentinel and Cluster: each hold's copy of the topology follows the
+//!   master and the redirections, as the lock does.
+//! - One stalled server must not starve the others' holds: after a
+//!   renewal found it unreachable, other holds due on it wait for the
+//!   retry instead of each waiting out its timeout.
+//! - A renewal never waits for the PHP thread: a hold the lock is renewing
+//!   itself right now (its gate is taken) is retried shortly after.
+//! - A release waits for the renewal of its hold in flight, so that no
+//!   renewal of it is sent after `release()` returns.
+//! - The thread takes no signal (it starts with all blocked), and on a
+//!   signal needs no lock the interrupted thread may hold (try-locks with
+//!   a deadline).
+//! - The thread ends before the module is unloaded ([`shutdown`]).
 
-use super::cluster::Cluster;
-use super::options::RedisOptions;
-use super::redlock::{on_all, verdict, Node, Verdict};
-use super::scripts::renew_invocation;
-use super::sentinel::Sentinel;
-use parking_lot::{Condvar, Mutex};
-use redis::ScriptInvocation;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use super::connection::Server;
+use super::hold::HoldState;
+use super::scripts::{renew_invocation, scripts};
+use super::target::Target;
+use super::topology::{Topology, Verdict};
+use crate::lock::signals::{self, Channel, Woken};
+use crate::lock::sys;
+use parking_lot::Mutex;
+use redis::Connection;
+use std::collections::HashMap;
+use std::mem;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Longest pause between auto-renew attempts after a failed one.
+/// Longest pause between renewals of a hold after a failed one.
 const RENEW_RETRY_MAX: Duration = Duration::from_secs(1);
 
-/// Shared between the lock and its renewal thread.
-pub(super) struct HoldState {
-    pub(super) acquired_at: Instant,
-    /// When the key expires at the earliest, as nanoseconds after
-    /// `acquired_at`; atomic so `is_held` never blocks on a renewal.
-    expires_after_ns: AtomicU64,
-    /// The key lives at least this long after `acquired_at` whatever a
-    /// renewal sets (a once-per window's end); 0: no such floor.
-    kept_until_ns: AtomicU64,
-    /// End of the latest once-per window the key is kept to (Unix ms of
-    /// the server's clock), below which no renewal shortens its life and
-    /// which its release leaves it to expire at; 0: an ordinary hold.
-    /// Atomic: a once-per guard that confirms the hold (not only the one
-    /// that took it) sets it while the renewal thread reads it.
-    window_end_ms: AtomicI64,
-    pub(super) lost: AtomicBool,
-    /// Serializes renewals so an older reply cannot overwrite the expiry a
-    /// newer one set.
-    pub(super) renew_gate: Mutex<()>,
-    stopping: Mutex<bool>,
-    stop_signal: Condvar,
+/// When the lock is renewing a hold itself, the thread tries again this
+/// much later (the lock's renewal extends it anyway).
+const BUSY_RETRY: Duration = Duration::from_millis(20);
+
+/// The longest a release on a signal waits for one connect or reply.
+const SIGNAL_RELEASE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// [`Service::next_wake_ns`] while the thread is awake.
+const AWAKE: u64 = 0;
+
+/// A hold, as the renewal thread knows it.
+struct Entry {
+    state: Arc<HoldState>,
+    /// A lease or `auto_renew`: renew it; otherwise only release it on a
+    /// signal.
+    renews: bool,
+    /// Locked by the renewal thread only (it is never contended; a mutex
+    /// so that the entry can be shared).
+    work: Mutex<Work>,
 }
 
-impl HoldState {
-    pub(super) fn new(acquired_at: Instant, ttl: Duration) -> Self {
-        let state = HoldState {
-            acquired_at,
-            expires_after_ns: AtomicU64::new(0),
-            kept_until_ns: AtomicU64::new(0),
-            window_end_ms: AtomicI64::new(0),
-            lost: AtomicBool::new(false),
-            renew_gate: Mutex::new(()),
-            stopping: Mutex::new(false),
-            stop_signal: Condvar::new(),
-        };
-        state.store_expiry(acquired_at, ttl);
-        state
-    }
+struct Work {
+    /// A copy of the lock's topology; its connections are lent by the pool.
+    topology: Topology,
+    target: Target,
+    token: String,
+    /// How long a renewal counts as valid from when it was sent.
+    valid_for: Duration,
+    /// When the next renewal is due.
+    next: Instant,
+    /// Renewed no more (lost, or given back).
+    done: bool,
+}
 
-    /// A once-per window that ends at `window_end_ms` keeps the key, as a
-    /// script sent at `sent` found, `left` from then on at least: the hold
-    /// stays valid that long, and renewals and the release keep the key to
-    /// that end. An earlier window than one already recorded changes
-    /// nothing (the scripts never shorten the key's life either).
-    pub(super) fn keep_to_window_end(&self, window_end_ms: i64, sent: Instant, left: Duration) {
-        let after = sent.saturating_duration_since(self.acquired_at) + left;
-        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
-        self.kept_until_ns.fetch_max(nanos, Ordering::AcqRel);
-        self.window_end_ms
-            .fetch_max(window_end_ms, Ordering::AcqRel);
-    }
+/// What the lock hands over when it takes a key.
+pub(super) struct NewHold {
+    pub(super) topology: Topology,
+    pub(super) target: Target,
+    pub(super) token: String,
+    pub(super) valid_for: Duration,
+    pub(super) renews: bool,
+}
 
-    /// See [`HoldState::keep_to_window_end`]; 0: no once-per window.
-    pub(super) fn window_end_ms(&self) -> i64 {
-        self.window_end_ms.load(Ordering::Acquire)
-    }
+/// A hold known to the renewal thread; dropping it forgets the hold.
+pub(super) struct Registration {
+    entry: Arc<Entry>,
+    service: Arc<Service>,
+}
 
-    fn store_expiry(&self, sent: Instant, ttl: Duration) {
-        let after = sent.saturating_duration_since(self.acquired_at) + ttl;
-        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
-        self.expires_after_ns.store(nanos, Ordering::Release);
-    }
-
-    /// Records a confirmed expiry. `sent` is when the command left, so the
-    /// server's expiry (counted from when it arrived) is never earlier.
-    /// A hold whose validity ran out before the confirmation came is not
-    /// revived (`false`, and it is lost): `is_held()` said false meanwhile,
-    /// and a lock that was not held must not be held again without an
-    /// acquire.
-    pub(super) fn extend(&self, sent: Instant, ttl: Duration) -> bool {
-        if !self.is_valid() {
-            self.lost.store(true, Ordering::Release);
-            return false;
+impl Registration {
+    /// Forgets the hold, and waits for its renewal in flight, if any.
+    pub(super) fn finish(self) {
+        let state = Arc::clone(&self.entry.state);
+        let renews = self.entry.renews;
+        drop(self);
+        if renews {
+            // The thread renews under the gate and checks `stopped` there.
+            drop(state.renew_gate.lock());
         }
-        self.store_expiry(sent, ttl);
-        true
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.entry.state.signal_stop();
+        self.service.remove(&self.entry);
+    }
+}
+
+/// Starts renewing (or, for a hold that does not renew, watching) `hold`,
+/// whose state is `state`; the first renewal is due ttl/3 after it was
+/// acquired.
+///
+/// # Errors
+///
+/// The OS's, when the thread or its pipes cannot be made.
+pub(super) fn register(hold: NewHold, state: &Arc<HoldState>) -> std::io::Result<Registration> {
+    let service = service()?;
+    let period = period(hold.valid_for);
+    let entry = Arc::new(Entry {
+        state: Arc::clone(state),
+        renews: hold.renews,
+        work: Mutex::new(Work {
+            topology: hold.topology,
+            target: hold.target,
+            token: hold.token,
+            valid_for: hold.valid_for,
+            next: state.acquired_at + period,
+            done: false,
+        }),
+    });
+    service.add(&entry);
+    Ok(Registration { entry, service })
+}
+
+/// Stops the renewal thread of this process and waits for it (before the
+/// module is unloaded), and puts the signals' default dispositions back.
+pub fn shutdown() {
+    let service = SERVICE.lock().take();
+    if let Some(service) = service {
+        if service.pid == sys::current_pid() {
+            service.stop.store(true, Ordering::Release);
+            signals::wake(service.waker);
+            if let Some(thread) = service.thread.lock().take() {
+                let _ = thread.join();
+            }
+        } else {
+            // A fork child's copy of its parent's: not ours to close.
+            mem::forget(service);
+        }
+    }
+    signals::disarm();
+}
+
+/// Puts the signals' default dispositions back if this process holds
+/// nothing (the end of a request: PHP resets its table of handlers for the
+/// next one).
+pub fn holds_nothing_now() {
+    let holds = SERVICE
+        .lock()
+        .as_ref()
+        .filter(|service| service.pid == sys::current_pid())
+        .map_or(0, |service| service.holds.lock().len());
+    if holds == 0 {
+        signals::disarm();
+    }
+}
+
+/// The renewal service of this process.
+struct Service {
+    pid: u32,
+    holds: Mutex<Vec<Arc<Entry>>>,
+    /// Where the thread is woken.
+    waker: RawFd,
+    /// When the thread wakes up next by itself, as nanoseconds after
+    /// `epoch` (`u64::MAX`: not before it is woken; [`AWAKE`]: it is
+    /// awake), so that a hold due later does not wake it.
+    next_wake_ns: AtomicU64,
+    epoch: Instant,
+    stop: AtomicBool,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+static SERVICE: Mutex<Option<Arc<Service>>> = Mutex::new(None);
+
+fn service() -> std::io::Result<Arc<Service>> {
+    let pid = sys::current_pid();
+    let mut current = SERVICE.lock();
+    if let Some(service) = current.as_ref().filter(|service| service.pid == pid) {
+        return Ok(Arc::clone(service));
+    }
+    if let Some(parents) = current.take() {
+        // A fork child: the parent's thread does not exist here, and its
+        // pipes and connections are the parent's. Forget them untouched.
+        mem::forget(parents);
+    }
+    let channel = Channel::open()?;
+    let service = Arc::new(Service {
+        pid,
+        holds: Mutex::new(Vec::new()),
+        waker: channel.waker(),
+        next_wake_ns: AtomicU64::new(AWAKE),
+        epoch: Instant::now(),
+        stop: AtomicBool::new(false),
+        thread: Mutex::new(None),
+    });
+    // Before the thread runs: a signal from now on is answered.
+    channel.serve(pid);
+    let running = Arc::clone(&service);
+    let thread = signals::with_signals_blocked(|| {
+        thread::Builder::new()
+            .name("cronlock-renew".to_owned())
+            .spawn(move || run(&running, &channel))
+    })?;
+    *service.thread.lock() = Some(thread);
+    *current = Some(Arc::clone(&service));
+    Ok(service)
+}
+
+impl Service {
+    fn add(&self, entry: &Arc<Entry>) {
+        let mut holds = self.holds.lock();
+        holds.push(Arc::clone(entry));
+        signals::set_held(holds.len());
+        drop(holds);
+        signals::arm();
+        if entry.renews {
+            let due = self.since_epoch(entry.work.lock().next);
+            let next_wake = self.next_wake_ns.load(Ordering::Acquire);
+            // Due before the thread's next wake-up, or the thread is awake
+            // and may have looked at the holds before this one came.
+            if next_wake == AWAKE || due < next_wake {
+                signals::wake(self.waker);
+            }
+        }
     }
 
-    pub(super) fn is_valid(&self) -> bool {
-        !self.lost.load(Ordering::Acquire) && !self.remaining().is_zero()
+    /// `at` as nanoseconds after `epoch`, never [`AWAKE`] nor `u64::MAX`.
+    fn since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .clamp(1, u64::MAX - 1)
     }
 
-    /// How long the hold is valid from now, as far as we know.
-    pub(super) fn remaining(&self) -> Duration {
-        let expires_after = Duration::from_nanos(
-            self.expires_after_ns
-                .load(Ordering::Acquire)
-                .max(self.kept_until_ns.load(Ordering::Acquire)),
-        );
-        expires_after.saturating_sub(self.acquired_at.elapsed())
+    fn remove(&self, entry: &Arc<Entry>) {
+        if self.pid != sys::current_pid() {
+            return;
+        }
+        let mut holds = self.holds.lock();
+        holds.retain(|held| !Arc::ptr_eq(held, entry));
+        signals::set_held(holds.len());
     }
+}
 
-    pub(super) fn signal_stop(&self) {
-        *self.stopping.lock() = true;
-        self.stop_signal.notify_all();
-    }
-
-    /// Sleeps until `until` or a stop request; true when asked to stop.
-    pub(super) fn wait_for_stop(&self, until: Instant) -> bool {
-        let mut stopping = self.stopping.lock();
-        while !*stopping {
-            if self
-                .stop_signal
-                .wait_until(&mut stopping, until)
-                .timed_out()
-            {
+/// The thread: renews what is due, sleeps until the next is due or it is
+/// woken, releases everything on a signal.
+fn run(service: &Service, channel: &Channel) {
+    let mut pool = Pool::default();
+    loop {
+        if service.stop.load(Ordering::Acquire) {
+            channel.retire();
+            return;
+        }
+        if signals::pending().is_some() {
+            release_all(service, &mut pool);
+            channel.answer();
+            // The handler ends the process now.
+            loop {
+                thread::park();
+            }
+        }
+        let now = Instant::now();
+        let holds: Vec<Arc<Entry>> = service.holds.lock().clone();
+        let mut next: Option<Instant> = None;
+        let mut renewed = false;
+        for entry in holds.iter().filter(|entry| entry.renews) {
+            if signals::pending().is_some() || service.stop.load(Ordering::Acquire) {
                 break;
             }
+            let mut work = entry.work.lock();
+            if work.done || entry.state.is_stopped() {
+                continue;
+            }
+            if work.next <= now {
+                renew(entry, &mut work, &mut pool);
+                renewed = true;
+            }
+            if !work.done {
+                next = Some(next.map_or(work.next, |n| n.min(work.next)));
+            }
         }
-        *stopping
+        if renewed {
+            continue;
+        }
+        let wake_at = next.map_or(u64::MAX, |next| service.since_epoch(next));
+        service.next_wake_ns.store(wake_at, Ordering::Release);
+        let timeout = next.map(|next| next.saturating_duration_since(Instant::now()));
+        let woken = channel.wait(timeout);
+        service.next_wake_ns.store(AWAKE, Ordering::Release);
+        if woken == Woken::Other {
+            pool.forget_down_servers_older_than(RENEW_RETRY_MAX);
+        }
     }
 }
 
-/// The auto-renew thread's work; owns its own connections.
-pub(super) struct Renewal {
-    /// The server, or the Redlock masters (fresh connections of its own).
-    pub(super) nodes: Vec<Node>,
-    pub(super) options: RedisOptions,
-    pub(super) key: String,
-    pub(super) token: String,
-    pub(super) ttl: Duration,
-    /// The token-checked delete, for a renewal that came back too late.
-    pub(super) release: ScriptInvocation<'static>,
-    /// How long a renewal counts as valid from when it was sent.
-    pub(super) valid_for: Duration,
-    /// Sentinel: renew on the master the sentinels name now.
-    pub(super) sentinel: Option<Sentinel>,
-    /// Cluster: follow redirections.
-    pub(super) cluster: Option<Cluster>,
+fn period(valid_for: Duration) -> Duration {
+    (valid_for / 3).max(Duration::from_millis(1))
 }
 
-impl Renewal {
-    pub(super) fn run(mut self, state: &HoldState) {
-        let period = (self.valid_for / 3).max(Duration::from_millis(1));
-        let mut next = state.acquired_at + period;
-        while !state.wait_for_stop(next) {
-            let gate = state.renew_gate.lock();
-            let sent = Instant::now();
-            // Read at each renewal: a once-per guard that confirms the
-            // hold may have kept it to a window's end since.
-            let invocation =
-                renew_invocation(&self.key, &self.token, self.ttl, state.window_end_ms());
-            let invocation = &invocation;
-            let followed = match &mut self.sentinel {
-                Some(sentinel) => sentinel.follow(&mut self.nodes[0], &self.options).is_ok(),
-                None => true,
-            };
-            let results = if !followed {
-                Vec::new()
-            } else if let Some(cluster) = &mut self.cluster {
-                vec![
-                    cluster.run(&mut self.nodes[0], &self.options, false, |conn| {
-                        invocation.invoke::<i64>(conn)
-                    }),
-                ]
-            } else {
-                // Redlock: half of what is left of the validity, so that a
-                // stalled minority cannot keep the answer of the majority
-                // from arriving before the hold runs out.
-                let deadline = (self.nodes.len() > 1).then(|| sent + state.remaining() / 2);
-                on_all(&mut self.nodes, &self.options, deadline, &|conn| {
-                    invocation.invoke::<i64>(conn)
-                })
-            };
-            match verdict(results, |reply, _| reply == 1) {
-                Verdict::Yes if !state.extend(sent, self.valid_for) => {
-                    // Too late: the hold ran out while the renewal was on
-                    // its way. Give the key back rather than leave it for
-                    // a whole TTL to nobody (best effort).
-                    let release = &self.release;
-                    let _ = on_all(&mut self.nodes, &self.options, None, &|conn| {
-                        release.invoke::<i64>(conn)
-                    });
-                    return;
-                }
-                Verdict::Yes => next = sent + period,
-                Verdict::No => {
-                    state.lost.store(true, Ordering::Release);
-                    return;
-                }
-                // The key has expired unrenewed: someone else may hold it.
-                Verdict::Unknown(_) if !state.is_valid() => {
-                    state.lost.store(true, Ordering::Release);
-                    return;
-                }
-                Verdict::Unknown(_) => next = Instant::now() + period.min(RENEW_RETRY_MAX),
-            }
-            drop(gate);
+/// One renewal of `entry`.
+fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
+    let state = &entry.state;
+    let period = period(work.valid_for);
+    let Some(gate) = state.renew_gate.try_lock() else {
+        work.next = Instant::now() + BUSY_RETRY;
+        return;
+    };
+    if state.is_stopped() {
+        return;
+    }
+    let options = work.target.options;
+    let server = work.topology.next_server();
+    if let Some(until) = server.as_ref().and_then(|server| pool.down_until(server)) {
+        // It did not answer another hold's renewal just now.
+        if !state.is_valid() {
+            state.lost.store(true, Ordering::Release);
+            work.done = true;
+        } else {
+            work.next = until;
         }
+        return;
+    }
+    let sent = Instant::now();
+    // Read at each renewal: a once-per guard that confirms the hold may
+    // have kept it to a window's end since.
+    let invocation = renew_invocation(
+        &work.target.key,
+        &work.token,
+        work.target.ttl,
+        state.window_end_ms(),
+    );
+    // Redlock: half of what is left of the validity, so that a stalled
+    // minority cannot keep the majority's answer from arriving before the
+    // hold runs out.
+    let deadline = sent + state.remaining() / 2;
+    pool.lend(&mut work.topology, &options);
+    let verdict = work.topology.verdict(
+        &options,
+        Some(deadline),
+        &|conn| invocation.invoke::<i64>(conn),
+        |reply, _| reply == 1,
+    );
+    match verdict {
+        Verdict::Yes if !state.extend(sent, work.valid_for) => {
+            // Too late: the hold ran out while the renewal was on its way.
+            // Give the key back rather than leave it for a whole TTL to
+            // nobody (best effort).
+            let release = work.target.release_invocation(&work.token);
+            let _ = work.topology.verdict(
+                &options,
+                None,
+                &|conn| release.invoke::<i64>(conn),
+                |_, _| true,
+            );
+            work.done = true;
+        }
+        Verdict::Yes => work.next = sent + period,
+        Verdict::No => {
+            state.lost.store(true, Ordering::Release);
+            work.done = true;
+        }
+        Verdict::Unknown(failures) => {
+            if let Some(server) =
+                server.filter(|_| failures.iter().any(|(_, f)| f.is_unreachable()))
+            {
+                pool.mark_down(server, Instant::now() + RENEW_RETRY_MAX);
+            }
+            if state.is_valid() {
+                work.next = Instant::now() + period.min(RENEW_RETRY_MAX);
+            } else {
+                // The key has expired unrenewed: someone else may hold it.
+                state.lost.store(true, Ordering::Release);
+                work.done = true;
+            }
+        }
+    }
+    pool.take_back(&mut work.topology);
+    drop(gate);
+}
+
+/// On a terminating signal: every hold of this process given back
+/// (token-checked; a once-per hold left to expire at its window's end),
+/// each connect and reply awaited at most [`SIGNAL_RELEASE_TIMEOUT`], all
+/// within [`signals::RELEASE_BUDGET`]. Takes only try-locks: the
+/// interrupted thread may hold any lock.
+fn release_all(service: &Service, pool: &mut Pool) {
+    let deadline = Instant::now() + signals::RELEASE_BUDGET;
+    let Some(holds) = service.holds.try_lock_until(deadline) else {
+        return;
+    };
+    let holds = holds.clone();
+    for entry in holds {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        if entry.state.lost.load(Ordering::Acquire) {
+            continue;
+        }
+        let Some(mut work) = entry.work.try_lock_until(deadline) else {
+            continue;
+        };
+        let work = &mut *work;
+        let options = work.target.options.within(left.min(SIGNAL_RELEASE_TIMEOUT));
+        let window_end = entry.state.window_end_ms();
+        let mut invocation = if window_end != 0 {
+            scripts().end_window.prepare_invoke()
+        } else {
+            scripts().release.prepare_invoke()
+        };
+        invocation.key(&work.target.key).arg(&work.token);
+        if window_end != 0 {
+            invocation.arg(window_end);
+        }
+        invocation.arg(&work.target.channel);
+        pool.lend(&mut work.topology, &options);
+        let _ = work.topology.verdict(
+            &options,
+            Some(deadline),
+            &|conn| invocation.invoke::<i64>(conn),
+            |_, _| true,
+        );
+        pool.take_back(&mut work.topology);
+    }
+}
+
+/// The renewal thread's connections, at most one per server and
+/// credentials, lent to a hold's topology for each renewal.
+#[derive(Default)]
+struct Pool {
+    idle: HashMap<String, Connection>,
+    /// Servers that just did not answer, until when their holds wait.
+    down: HashMap<String, Instant>,
+}
+
+impl Pool {
+    fn lend(&mut self, topology: &mut Topology, options: &super::options::RedisOptions) {
+        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
+            if slot.is_none() {
+                if let Some(conn) = self.idle.remove(&server.pool_key()) {
+                    // It carries the timeouts of its last hold.
+                    let timed = conn
+                        .set_read_timeout(Some(options.read_timeout))
+                        .and_then(|()| conn.set_write_timeout(Some(options.read_timeout)));
+                    if timed.is_ok() {
+                        *slot = Some(conn);
+                    }
+                }
+            }
+        });
+    }
+
+    fn take_back(&mut self, topology: &mut Topology) {
+        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
+            if let Some(conn) = slot.take() {
+                // A second one to the same server is closed.
+                self.idle.entry(server.pool_key()).or_insert(conn);
+            }
+        });
+    }
+
+    fn mark_down(&mut self, server: String, until: Instant) {
+        self.down.insert(server, until);
+    }
+
+    fn down_until(&self, server: &str) -> Option<Instant> {
+        self.down
+            .get(server)
+            .copied()
+            .filter(|&until| until > Instant::now())
+    }
+
+    fn forget_down_servers_older_than(&mut self, age: Duration) {
+        let now = Instant::now();
+        self.down.retain(|_, until| *until + age > now);
     }
 }

@@ -159,7 +159,7 @@ fn new_validates_arguments_without_connecting() {
     assert_eq!(lock.renew(None), Ok(false));
     assert!(!lock.is_held());
     assert_eq!((lock.token(), lock.fencing_token()), (None, None));
-    assert_eq!((lock.key(), lock.ttl), ("k", ttl));
+    assert_eq!((lock.key(), lock.target.ttl), ("k", ttl));
     drop(lock);
     assert!(started.elapsed() < Duration::from_millis(100));
     assert!(tls_supported());
@@ -677,6 +677,59 @@ fn auto_renew_keeps_the_lock_until_release() {
     drop(lock);
     assert!(started.elapsed() < Duration::from_millis(300));
     assert_eq!(get(&mut raw, "job"), None);
+}
+
+/// Connections to the server, ours (`raw`) left out.
+fn clients(raw: &mut Connection) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(raw).unwrap();
+    list.lines()
+        .filter(|line| !line.contains("cmd=client|list"))
+        .count()
+}
+
+#[test]
+fn many_renewing_locks_share_one_renewal_connection_per_server() {
+    let (first, second) = (TestServer::start(), TestServer::start());
+    let (mut raw_first, mut raw_second) = (first.raw(), second.raw());
+    let mut locks = Vec::new();
+    for index in 0..40 {
+        let server = if index % 2 == 0 { &first } else { &second };
+        let mut lock = auto_renewing(
+            &server.raw_dsn(),
+            &format!("many:{index}"),
+            Duration::from_millis(600),
+        );
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        locks.push(lock);
+    }
+    let renewed = |raw: &mut Connection, after: u64| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while evalsha_calls(raw) < after && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        evalsha_calls(raw) >= after
+    };
+    let (calls_first, calls_second) = (
+        evalsha_calls(&mut raw_first),
+        evalsha_calls(&mut raw_second),
+    );
+    // Every lock renewed twice: the renewal connections are open and reused.
+    assert!(renewed(&mut raw_first, calls_first + 40));
+    assert!(renewed(&mut raw_second, calls_second + 40));
+    assert_eq!(
+        clients(&mut raw_first),
+        20 + 1,
+        "20 locks and one renewal connection"
+    );
+    assert_eq!(
+        clients(&mut raw_second),
+        20 + 1,
+        "20 locks and one renewal connection"
+    );
+    assert!(locks.iter().all(RedisLock::is_held));
+    for lock in &mut locks {
+        assert_eq!(lock.release(), Ok(true));
+    }
 }
 
 #[test]

@@ -6,15 +6,17 @@
 //! `ROLE` that it reached a master. An old master that still takes writes
 //! after a failover is never asked again.
 
-use super::cluster::split_fragment;
-use super::connection::{open, Server};
-use super::dsn::{parse_dsn, Secrets};
-use super::errors::describe_failure;
-use super::options::RedisOptions;
-use super::redlock::Node;
+use super::super::connection::{open, Server};
+use super::super::dsn::{
+    parse_dsn, percent_decoded, refused_part, split_fragment, starts_with_ignoring_case,
+    with_default_port, Secrets,
+};
+use super::super::errors::{describe_failure, Failure};
+use super::super::node::Node;
+use super::super::options::RedisOptions;
+use super::master::Master;
 use crate::error::{Error, Result};
-use redis::Connection;
-use redis::RedisError;
+use redis::{Connection, RedisError, RedisResult};
 
 /// `AUTH [user] password` for every sentinel (the DSN's credentials are
 /// the master's): their `requirepass`, or an ACL user of theirs.
@@ -39,17 +41,45 @@ const SENTINEL_PORT: u16 = 26379;
 
 /// Where the sentinels are, the master's name, and how to reach the master
 /// they name.
-pub(super) struct Sentinel {
+pub(in crate::lock::redis) struct Sentinel {
     sentinels: Vec<Server>,
     master: String,
+    master_dsn: MasterDsn,
+    /// The sentinel that answered last (asked first next time).
+    at: usize,
+    /// Our connection to it.
+    conn: Option<Connection>,
+    /// The master the sentinels named last (a placeholder until asked).
+    node: Node,
+}
+
+/// How to reach whichever address the sentinels name: the DSN's scheme,
+/// credentials and database.
+#[derive(Clone)]
+struct MasterDsn {
     /// `redis` or `rediss`.
     scheme: &'static str,
     /// `user:password@` as written in the DSN (still percent-encoded), or empty.
     userinfo: String,
     db: i64,
     insecure: bool,
-    /// The connection to the sentinel that answered last, and its index.
-    conn: Option<(usize, Connection)>,
+}
+
+impl MasterDsn {
+    fn server(&self, host: &str, port: u16) -> Result<Server> {
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        let suffix = if self.insecure { "#insecure" } else { "" };
+        let (mut server, _) = parse_dsn(&format!(
+            "{}://{}{host}:{port}/{}{suffix}",
+            self.scheme, self.userinfo, self.db
+        ))?;
+        server.require_master = true;
+        Ok(server)
+    }
 }
 
 impl Sentinel {
@@ -103,33 +133,31 @@ impl Sentinel {
         })?;
         let mut sentinels = Vec::new();
         for host in hosts.split(',') {
-            let has_port = match host.strip_prefix('[') {
-                Some(v6) => v6.contains("]:"),
-                None => host.contains(':'),
-            };
-            let with_port = if has_port {
-                host.to_owned()
-            } else {
-                format!("{host}:{SENTINEL_PORT}")
-            };
+            let with_port = with_default_port(host, SENTINEL_PORT);
             let suffix = if insecure { "/#insecure" } else { "" };
             let (server, _) =
                 parse_dsn(&format!("{scheme}://{with_port}{suffix}")).map_err(|_| shape())?;
             sentinels.push(server);
         }
-        let sentinel = Sentinel {
-            sentinels,
-            master,
+        let master_dsn = MasterDsn {
             scheme,
             userinfo,
             db,
             insecure,
-            conn: None,
         };
-        // The master's DSN must parse too (credentials, TLS).
-        sentinel
-            .master_server("127.0.0.1", 6379)
+        // The master's DSN must parse too (credentials, TLS); until the
+        // sentinels are first asked, this address is a placeholder.
+        let placeholder = master_dsn
+            .server("127.0.0.1", 6379)
             .map_err(|err| refused_part(err, &secrets))?;
+        let sentinel = Sentinel {
+            sentinels,
+            master,
+            master_dsn,
+            at: 0,
+            conn: None,
+            node: Node::new(placeholder),
+        };
         Ok(Some((sentinel, secrets)))
     }
 
@@ -143,27 +171,8 @@ impl Sentinel {
         }
     }
 
-    /// A copy without the connection (for the auto-renew thread).
-    pub(super) fn fresh(&self) -> Sentinel {
-        Sentinel {
-            sentinels: self.sentinels.clone(),
-            master: self.master.clone(),
-            scheme: self.scheme,
-            userinfo: self.userinfo.clone(),
-            db: self.db,
-            insecure: self.insecure,
-            conn: None,
-        }
-    }
-
-    /// In a forked child: the connection to the sentinel is the parent's
-    /// socket; forget it without closing it.
-    pub(super) fn forget_connection(&mut self) {
-        std::mem::forget(self.conn.take());
-    }
-
     /// `master 'mymaster' (sentinels a:26379, b:26379)` for messages.
-    pub(super) fn describe(&self) -> String {
+    fn describe(&self) -> String {
         format!(
             "master '{}' (sentinels {})",
             crate::lock::shorten(&self.master),
@@ -183,7 +192,7 @@ impl Sentinel {
         format!(
             "sentinel:{}/{}@{}",
             self.master,
-            self.db,
+            self.master_dsn.db,
             sentinels.join(",")
         )
     }
@@ -196,45 +205,19 @@ impl Sentinel {
             .join(", ")
     }
 
-    /// A placeholder for the master until the sentinels are first asked.
-    pub(super) fn first_node(&self) -> Node {
-        let server = self
-            .master_server("127.0.0.1", 6379)
-            .expect("checked by parse");
-        Node::new(server)
-    }
-
-    fn master_server(&self, host: &str, port: u16) -> Result<Server> {
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_owned()
-        };
-        let suffix = if self.insecure { "#insecure" } else { "" };
-        let (mut server, _) = parse_dsn(&format!(
-            "{}://{}{host}:{port}/{}{suffix}",
-            self.scheme, self.userinfo, self.db
-        ))?;
-        server.require_master = true;
-        Ok(server)
-    }
-
-    /// Points `node` at the master the sentinels name now (a new connection
-    /// when it moved). `Err`: the reason, in words, that no sentinel named
-    /// one.
-    pub(super) fn follow(
-        &mut self,
-        node: &mut Node,
-        options: &RedisOptions,
-    ) -> std::result::Result<(), String> {
+    /// Points the node at the master the sentinels name now (a new
+    /// connection when it moved). `Err`: the reason, in words, that no
+    /// sentinel named one.
+    fn follow(&mut self, options: &RedisOptions) -> std::result::Result<(), String> {
         let count = self.sentinels.len();
-        let first = self.conn.as_ref().map_or(0, |(index, _)| *index);
+        let first = self.at;
         let mut reasons = Vec::new();
         for step in 0..count {
             let index = (first + step) % count;
-            let mut conn = match self.conn.take() {
-                Some((at, conn)) if at == index => conn,
-                _ => match open(&self.sentinels[index], options) {
+            let kept = self.conn.take().filter(|_| index == self.at);
+            let mut conn = match kept {
+                Some(conn) => conn,
+                None => match open(&self.sentinels[index], options) {
                     Ok(conn) => conn,
                     Err(err) => {
                         reasons.push(format!(
@@ -257,21 +240,24 @@ impl Sentinel {
                 .to_string();
             match reply {
                 Ok(Some((host, port))) => {
-                    self.conn = Some((index, conn));
-                    let current = node.server.client.get_connection_info().addr().to_string();
+                    (self.at, self.conn) = (index, Some(conn));
+                    let current = self.node.addr();
                     let named = if host.contains(':') {
                         format!("[{host}]:{port}")
                     } else {
                         format!("{host}:{port}")
                     };
                     if current != named {
-                        node.server = self.master_server(&host, port).map_err(|e| e.to_string())?;
-                        node.conn = None;
+                        let server = self
+                            .master_dsn
+                            .server(&host, port)
+                            .map_err(|e| e.to_string())?;
+                        self.node = Node::new(server);
                     }
                     return Ok(());
                 }
                 Ok(None) => {
-                    self.conn = Some((index, conn));
+                    (self.at, self.conn) = (index, Some(conn));
                     reasons.push(format!("{addr}: knows no master of that name"));
                 }
                 Err(err) => reasons.push(format!("{addr}: {}", describe_sentinel_failure(&err))),
@@ -282,6 +268,62 @@ impl Sentinel {
             self.describe(),
             reasons.join("; ")
         ))
+    }
+}
+
+impl Master for Sentinel {
+    /// Asks the sentinels first: the command goes to the master they name
+    /// now. No sentinel naming one is a transient failure that sent nothing.
+    fn run<T>(
+        &mut self,
+        options: &RedisOptions,
+        in_wait: bool,
+        command: impl FnMut(&mut Connection) -> RedisResult<T>,
+    ) -> std::result::Result<(T, bool), Failure> {
+        if let Err(reason) = self.follow(options) {
+            return Err(Failure::Unrouted {
+                reason,
+                maybe_ran: false,
+            });
+        }
+        self.node.run(options, in_wait, command)
+    }
+
+    fn node(&self) -> &Node {
+        &self.node
+    }
+
+    fn node_mut(&mut self) -> &mut Node {
+        &mut self.node
+    }
+
+    fn place(&self) -> String {
+        format!("at {}", self.describe())
+    }
+
+    /// A copy without connections (for the renewal thread), pointed at
+    /// the master named last.
+    fn fresh(&self) -> Self {
+        Sentinel {
+            sentinels: self.sentinels.clone(),
+            master: self.master.clone(),
+            master_dsn: self.master_dsn.clone(),
+            at: self.at,
+            conn: None,
+            node: self.node.fresh(),
+        }
+    }
+
+    /// In a forked child: the connections to the sentinel and the master
+    /// are the parent's sockets; forget them without closing them.
+    fn forget_connections(&mut self) {
+        std::mem::forget(self.conn.take());
+        self.node.forget_connection();
+    }
+
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+        visit(&self.sentinels[self.at], &mut self.conn);
+        visit(&self.node.server, &mut self.node.conn);
     }
 }
 
@@ -299,46 +341,6 @@ fn describe_sentinel_failure(err: &RedisError) -> String {
         }
         _ => describe_failure(err),
     }
-}
-
-/// `Error::value("$dsn", …)` for a part of a Sentinel or Cluster DSN that
-/// the plain-DSN parser refused: its reason, without a second "$dsn".
-pub(super) fn refused_part(err: Error, secrets: &Secrets) -> Error {
-    match err {
-        Error::InvalidValue { reason, .. } => Error::value("$dsn", secrets.scrub(reason)),
-        other => Error::value("$dsn", secrets.scrub(other.to_string())),
-    }
-}
-
-/// `my%20master` → `my master`, as a URL path segment is decoded; `None`
-/// when the bytes are not UTF-8. A `%` not followed by two hex digits
-/// stays as written.
-fn percent_decoded(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let hex = bytes
-            .get(at + 1..at + 3)
-            .and_then(|pair| std::str::from_utf8(pair).ok())
-            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
-        match (bytes[at], hex) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                at += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                at += 1;
-            }
-        }
-    }
-    String::from_utf8(decoded).ok()
-}
-
-fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
-    text.get(..prefix.len())
-        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
 #[cfg(test)]
@@ -386,7 +388,7 @@ mod parse_tests {
             panic!("not a sentinel DSN");
         };
         assert_eq!(sentinel.master, "my master/a%zz");
-        assert_eq!(sentinel.db, 3);
+        assert_eq!(sentinel.master_dsn.db, 3);
         assert!(refusal("redis-sentinel://h:1/my%ffmaster").contains("not UTF-8"));
         assert!(refusal("redis-sentinel://h:1/my#master").contains("#fragment"));
     }

@@ -10,12 +10,14 @@
 //! suffix); without one they get `$key` as their hash tag (`{$key}` +
 //! suffix), which hashes like `$key` itself.
 
-use super::connection::{with_connection, Server};
-use super::dsn::{parse_dsn, Secrets};
-use super::errors::{is_interrupted, Failure};
-use super::options::RedisOptions;
-use super::redlock::Node;
-use super::sentinel::refused_part;
+use super::super::connection::{with_connection, Server};
+use super::super::dsn::{
+    parse_dsn, refused_part, split_fragment, starts_with_ignoring_case, with_default_port, Secrets,
+};
+use super::super::errors::{is_interrupted, Failure};
+use super::super::node::Node;
+use super::super::options::RedisOptions;
+use super::master::Master;
 use crate::error::{Error, Result};
 use redis::{Connection, ErrorKind, RedisResult};
 use std::time::{Duration, Instant};
@@ -28,7 +30,14 @@ const MAX_REDIRECTS: usize = 5;
 const REDIRECT_BACKOFF_MIN: Duration = Duration::from_millis(20);
 const REDIRECT_BACKOFF_MAX: Duration = Duration::from_millis(100);
 
-pub(super) struct Cluster {
+pub(in crate::lock::redis) struct Cluster {
+    seeds: Seeds,
+    /// The node that answered last: commands go there first.
+    node: Node,
+}
+
+/// The seed nodes, and how to reach a node a redirection names.
+struct Seeds {
     seeds: Vec<String>,
     scheme: &'static str,
     userinfo: String,
@@ -44,6 +53,74 @@ impl Cluster {
     ///
     /// [`Error::InvalidValue`] naming `$dsn` (never with the password).
     pub(super) fn parse(dsn: &str) -> Result<Option<(Cluster, Secrets)>> {
+        let Some((seeds, secrets)) = Seeds::parse(dsn)? else {
+            return Ok(None);
+        };
+        let node = Node::new(seeds.server(&seeds.seeds[0])?);
+        Ok(Some((Cluster { seeds, node }, secrets)))
+    }
+
+    /// For the registry of held keys: the seeds, whatever their order.
+    pub(super) fn identity(&self) -> String {
+        let mut seeds = self.seeds.seeds.clone();
+        seeds.sort();
+        format!("cluster:{}", seeds.join(","))
+    }
+}
+
+impl Master for Cluster {
+    /// See [`Seeds::run`].
+    fn run<T>(
+        &mut self,
+        options: &RedisOptions,
+        in_wait: bool,
+        command: impl FnMut(&mut Connection) -> RedisResult<T>,
+    ) -> std::result::Result<(T, bool), Failure> {
+        self.seeds.run(&mut self.node, options, in_wait, command)
+    }
+
+    fn node(&self) -> &Node {
+        &self.node
+    }
+
+    fn node_mut(&mut self) -> &mut Node {
+        &mut self.node
+    }
+
+    /// `in the Redis Cluster with seeds a:7000, b:7001` for messages.
+    fn place(&self) -> String {
+        format!(
+            "in the Redis Cluster with seeds {}",
+            self.seeds.seeds.join(", ")
+        )
+    }
+
+    /// A copy without connections (for the renewal thread), pointed at
+    /// the node that answered last.
+    fn fresh(&self) -> Self {
+        Cluster {
+            seeds: Seeds {
+                seeds: self.seeds.seeds.clone(),
+                scheme: self.seeds.scheme,
+                userinfo: self.seeds.userinfo.clone(),
+                insecure: self.seeds.insecure,
+                next_seed: 0,
+            },
+            node: self.node.fresh(),
+        }
+    }
+
+    fn forget_connections(&mut self) {
+        self.node.forget_connection();
+    }
+
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+        visit(&self.node.server, &mut self.node.conn);
+    }
+}
+
+impl Seeds {
+    fn parse(dsn: &str) -> Result<Option<(Seeds, Secrets)>> {
         let scheme = if starts_with_ignoring_case(dsn, "redis-cluster://") {
             "redis"
         } else if starts_with_ignoring_case(dsn, "rediss-cluster://") {
@@ -77,7 +154,7 @@ impl Cluster {
         if hosts.is_empty() || hosts.contains('/') {
             return Err(shape());
         }
-        let mut cluster = Cluster {
+        let mut cluster = Seeds {
             seeds: Vec::new(),
             scheme,
             userinfo,
@@ -88,48 +165,13 @@ impl Cluster {
             if host.is_empty() {
                 return Err(shape());
             }
-            let has_port = match host.strip_prefix('[') {
-                Some(v6) => v6.contains("]:"),
-                None => host.contains(':'),
-            };
-            let seed = if has_port {
-                host.to_owned()
-            } else {
-                format!("{host}:6379")
-            };
+            let seed = with_default_port(host, 6379);
             cluster
                 .server(&seed)
                 .map_err(|err| refused_part(err, &secrets))?;
             cluster.seeds.push(seed);
         }
         Ok(Some((cluster, secrets)))
-    }
-
-    /// A copy for the auto-renew thread.
-    pub(super) fn fresh(&self) -> Cluster {
-        Cluster {
-            seeds: self.seeds.clone(),
-            scheme: self.scheme,
-            userinfo: self.userinfo.clone(),
-            insecure: self.insecure,
-            next_seed: 0,
-        }
-    }
-
-    pub(super) fn first_node(&self) -> Node {
-        Node::new(self.server(&self.seeds[0]).expect("checked by parse"))
-    }
-
-    /// For the registry of held keys: the seeds, whatever their order.
-    pub(super) fn identity(&self) -> String {
-        let mut seeds = self.seeds.clone();
-        seeds.sort();
-        format!("cluster:{}", seeds.join(","))
-    }
-
-    /// `the Redis Cluster with seeds a:7000, b:7001` for messages.
-    pub(super) fn describe(&self) -> String {
-        format!("the Redis Cluster with seeds {}", self.seeds.join(", "))
     }
 
     fn server(&self, address: &str) -> Result<Server> {
@@ -160,7 +202,7 @@ impl Cluster {
     /// what is left of it, so a stalled cluster costs one budget, not one
     /// timeout per seed. Returns whether the command may have run before
     /// the try that answered (a broken connection's try).
-    pub(super) fn run<T>(
+    fn run<T>(
         &mut self,
         node: &mut Node,
         options: &RedisOptions,
@@ -178,7 +220,7 @@ impl Cluster {
         let mut looped = false;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let bounded = within(options, left);
+            let bounded = options.within(left);
             let failure = match with_connection(&mut node.conn, &node.server, &bounded, |conn| {
                 set_timeouts(conn, bounded.read_timeout)?;
                 command(conn)
@@ -190,7 +232,7 @@ impl Cluster {
             let cut_short = match &failure {
                 Failure::Connect(_) => true,
                 Failure::Command(err) => err.kind() == ErrorKind::Io,
-                Failure::RedirectLoop { .. } => false,
+                Failure::Unrouted { .. } => false,
             };
             if out_of_time && looped && cut_short {
                 // The budget ran out on one of the loop's reconnects: the
@@ -249,7 +291,7 @@ impl Cluster {
                         Err(_) => return Err(failure),
                     });
                     let bounded =
-                        within(options, deadline.saturating_duration_since(Instant::now()));
+                        options.within(deadline.saturating_duration_since(Instant::now()));
                     match with_connection(&mut target.conn, &target.server, &bounded, |conn| {
                         set_timeouts(conn, bounded.read_timeout)?;
                         redis::cmd("ASKING").query::<()>(conn)?;
@@ -287,7 +329,7 @@ impl Cluster {
 /// The failure of a call whose nodes kept sending it elsewhere until its
 /// budget ran out: transient, as a resharding settles.
 fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Failure {
-    Failure::RedirectLoop {
+    Failure::Unrouted {
         reason: format!(
             "the cluster nodes kept redirecting it ({}) for {} ms: the key's slot is being \
              moved and the nodes do not agree yet on where",
@@ -300,19 +342,8 @@ fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Fai
 
 /// The longest one cluster call takes, whatever it walks: what one server
 /// may take (a reply, a reconnect, the reply of the retry).
-pub(super) fn call_budget(options: &RedisOptions) -> Duration {
+fn call_budget(options: &RedisOptions) -> Duration {
     options.read_timeout * 2 + options.connect_timeout
-}
-
-/// `options` with no timeout longer than `left` (at least 1 ms: a zero
-/// timeout is refused by the socket API).
-fn within(options: &RedisOptions, left: Duration) -> RedisOptions {
-    let left = left.max(Duration::from_millis(1));
-    RedisOptions {
-        connect_timeout: options.connect_timeout.min(left),
-        read_timeout: options.read_timeout.min(left),
-        ..*options
-    }
 }
 
 fn set_timeouts(conn: &mut Connection, timeout: Duration) -> RedisResult<()> {
@@ -327,7 +358,7 @@ fn set_timeouts(conn: &mut Connection, timeout: Duration) -> RedisResult<()> {
 ///
 /// [`Error::InvalidValue`] naming `$key` for a key with `}` but no hash tag,
 /// whose slot no hash tag can name.
-pub(super) fn companions(key: &str) -> Result<(String, String)> {
+pub(in crate::lock::redis) fn companions(key: &str) -> Result<(String, String)> {
     if has_hash_tag(key) {
         return Ok((format!("{key}:fence"), format!("{key}:released")));
     }
@@ -347,28 +378,6 @@ fn has_hash_tag(key: &str) -> bool {
     key.split_once('{')
         .and_then(|(_, after)| after.split_once('}'))
         .is_some_and(|(tag, _)| !tag.is_empty())
-}
-
-/// `(before '#', whether it is #insecure)`: only TLS (`rediss-…://`) takes
-/// a fragment, and only that one; the rest is refused rather than ignored.
-pub(super) fn split_fragment<'a>(
-    rest: &'a str,
-    scheme: &str,
-    kind: &str,
-) -> Result<(&'a str, bool)> {
-    match rest.split_once('#') {
-        None => Ok((rest, false)),
-        Some((rest, "insecure")) if scheme == "rediss" => Ok((rest, true)),
-        Some(_) => Err(Error::value(
-            "$dsn",
-            format!("must not have a #fragment (only rediss-{kind}:// takes #insecure)"),
-        )),
-    }
-}
-
-fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
-    text.get(..prefix.len())
-        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
 #[cfg(test)]

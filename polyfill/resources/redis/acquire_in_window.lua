@@ -1,0 +1,42 @@
+-- KEYS[1] lock key, KEYS[2] fence counter
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] window in ms,
+-- ARGV[4] '1': only confirm a hold we have
+-- Reply {1, fence, '', window end in ms, ms until then} or {0, PTTL, holder, 0, 0}.
+-- Never shortens the key's life: a hold confirmed here may already be kept
+-- to a later window's end.
+-- Redis < 5 lets a script write after TIME only in this mode.
+if redis.replicate_commands then redis.replicate_commands() end
+local function window_end()
+  local window = tonumber(ARGV[3])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local ends = (math.floor(now / window) + 1) * window
+  if ends > now + redis.call('PTTL', KEYS[1]) then
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', ends))
+  end
+  return ends, ends - now
+end
+if ARGV[4] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' then
+    redis.call('DEL', KEYS[1])
+    return fence
+  end
+  return {1, fence, '', window_end()}
+end
+local holder = redis.pcall('GET', KEYS[1])
+if type(holder) == 'table' then
+  -- not a string: a backend fault to report, never a busy lock
+  local kind = redis.call('TYPE', KEYS[1])['ok']
+  return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ' value, not a string')
+end
+if holder == ARGV[1] then
+  -- a hold being confirmed, or a retry whose first reply was lost
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
+  local fence = tonumber(redis.pcall('GET', KEYS[2]))
+  return {1, fence or 0, '', window_end()}
+end
+if not holder then holder = '' end
+return {0, redis.call('PTTL', KEYS[1]), holder, 0, 0}
