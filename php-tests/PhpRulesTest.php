@@ -322,7 +322,8 @@ final class PhpRulesTest extends TestCase
             echo cron_guard(fn () => "ran", "restored"), "\n";
         ', ['cronlock.lock_dir' => $this->dir . '/started']);
         self::assertSame(0, $code, $out . $err);
-        self::assertSame("[\"cronlock.lock_dir\"]\ncronlock.lock_dir true true\nran\n", $out, $err);
+        self::assertSame("[\"cronlock.lock_dir\",\"cronlock.log\",\"cronlock.record\",\"cronlock.record_format\"]\n"
+            . "cronlock.lock_dir true true\ncronlock.log true true\ncronlock.record true true\ncronlock.record_format true true\nran\n", $out, $err);
         self::assertFileExists($this->dir . '/started/restored.lock', 'cron_guard() uses the restored directory');
         self::assertFileDoesNotExist($this->dir . '/changed/restored.lock');
     }

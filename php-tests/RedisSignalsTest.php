@@ -275,7 +275,7 @@ final class RedisSignalsTest extends TestCase
         self::assertSame(0, $probe->exitCode(), $probe->stdout() . $probe->stderr());
         self::assertSame("NULL\n", $probe->stdout());
         $pattern = sprintf("/^cron_guard: lock redis key '%s' at 127\\.0\\.0\\.1:%d is held by pid %d on %s "
-            . "\\(not running on this host; the key expires in (\\d+) s\\); skipping this run$/m",
+            . "\\(not running on this host; the key expires in (\\d+) s\\); waited 0\\.0 s; skipping this run$/m",
             preg_quote($key, '/'), self::$server->port(), $pid, preg_quote((string) gethostname(), '/'));
         self::assertMatchesRegularExpression($pattern, $probe->stderr());
         preg_match($pattern, $probe->stderr(), $m);
@@ -292,7 +292,7 @@ final class RedisSignalsTest extends TestCase
         $holder->waitForLine('HELD', 10.0, 'stdout');
         $probe = Proc::run(self::PRELUDE . "\nini_set('error_log', '');\n"
             . 'var_dump(cron_guard(function () { echo "RAN\n"; }, ' . self::lockIn('lease', $key) . '));');
-        self::assertSame(sprintf("cron_guard: lock redis key '%s' at 127.0.0.1:%d is held by pid %d on %s; skipping this run\n",
+        self::assertSame(sprintf("cron_guard: lock redis key '%s' at 127.0.0.1:%d is held by pid %d on %s; waited 0.0 s; skipping this run\n",
             $key, self::$server->port(), $holder->pid(), gethostname()), $probe->stderr());
     }
 
