@@ -33,6 +33,9 @@ final class Redis implements Lock, \Serializable
     /** Shortest and longest pause of a waiter whose server fails, as in the extension. */
     const RECONNECT_BACKOFF_MIN = 0.02;
     const RECONNECT_BACKOFF_MAX = 0.1;
+    /** Seconds a renewal helper may take to start after the key was taken (its first renewal is due at ttl/3). */
+    const HELPER_START_MARGIN = 2.0;
+
     /** Longest single pause of a waiter, so that pending signal handlers run (D9). */
     const INTERRUPT_CHECK_INTERVAL = 0.1;
 
@@ -167,7 +170,11 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $token = $this->unsettled !== null ? $this->unsettled : bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
-        if ($this->autoRenew) {
+        // A try once starts the helper after it took the key, so a busy try
+        // starts no process; unless the first renewal (ttl/3) is so soon that
+        // a slow start could miss it. A wait starts it first: it may take long.
+        $helperFirst = $this->autoRenew && ($timeout != 0 || $this->ttl / 3 < self::HELPER_START_MARGIN);
+        if ($helperFirst) {
             $this->startRenewer();
         }
         if ($timeout == 0) {
@@ -179,6 +186,18 @@ final class Redis implements Lock, \Serializable
             }
             $this->unsettled = null;
             if ($attempt[0]) {
+                if ($this->autoRenew && !$helperFirst) {
+                    try {
+                        $this->startRenewer();
+                    } catch (LockException $e) {
+                        try {
+                            $this->deleteIfOurs($token); // no renewal: not a hold to hand out
+                        } catch (LockException $gone) {
+                            $this->unsettled = $token; // the next acquire or release settles it
+                        }
+                        throw $e;
+                    }
+                }
                 return $this->startHold($token, $attempt[1], $attempt[2], $attempt[3], $attempt[4]);
             }
             if ($this->lastHolder !== null && Registry::tokenHeldByOther($this->lastHolder, $owner)) {
