@@ -18,6 +18,9 @@
 #   php_wasm_node the pinned Node (npm) that php_wasm runs; prints its path
 
 CRONLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# copy_tree (functions only)
+# shellcheck source=scripts/roots.sh
+. "$CRONLOCK_ROOT/scripts/roots.sh"
 # cargo's target dir: $CARGO_TARGET_DIR if set (relative: to the root, where
 # build_ext runs cargo), else target/
 _target="${CARGO_TARGET_DIR:-target}"
@@ -134,13 +137,8 @@ build_ext() {
 # $CARGO_TARGET_DIR) so that only the cronlock crate itself is rebuilt.
 phpize_build() {
     local dir="$1" php_config="${PHP_CONFIG:-php-config}" php so api
-    mkdir -p "$dir/src" "$dir/root"
-    if git -C "$CRONLOCK_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-        (cd "$CRONLOCK_ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) \
-            | tar -C "$dir/src" -xf -
-    else # an unpacked tarball, or scripts/compat's copy
-        tar -C "$CRONLOCK_ROOT" --exclude=./target -cf - . | tar -C "$dir/src" -xf -
-    fi
+    mkdir -p "$dir/root"
+    copy_tree "$CRONLOCK_ROOT" "$dir/src"
     php="$("$php_config" --php-binary)"
     say "phpize && ./configure && make && make install (INSTALL_ROOT=$dir/root)"
     (

@@ -226,6 +226,10 @@ root_bind() { # SRC DEST [mount options…]
 root_mount() {
     local root="$1"
     [[ -n "${CRONLOCK_PRIVATE_MOUNTS:-}" ]] || { echo "root_mount: call root_private_mounts first" >&2; return 1; }
+    # the root a mount point of its own, as / is on a machine: unshare(1)
+    # (the tests' private mount namespaces, a nested scripts/compat) makes
+    # / private, which the kernel refuses for a / that is no mount point
+    mount --bind "$root" "$root"
     root_bind proc "$root/proc" -t proc
     root_bind sysfs "$root/sys" -t sysfs
     root_bind /dev "$root/dev" --bind
@@ -276,14 +280,20 @@ in_root() {
         RUSTUP_HOME=/opt/rust/rustup CARGO_HOME="${ROOT_CARGO_HOME:-/root/.cargo}" "$@"
 }
 
-# copy_tree SRC DEST: the tracked and untracked files of the checkout SRC
-# (not the ignored ones: no target/, no caches), replacing what DEST held
-# except DEST/target.
+# copy_tree SRC DEST: what a release tarball of SRC holds: in a git checkout
+# its tracked and untracked files, not the ignored ones (no target/, no
+# caches); elsewhere (an unpacked tarball, a copy made by copy_tree, where
+# there may be no git either) every file but target/. Replaces what DEST
+# held, except DEST/target.
 copy_tree() {
     local src="$1" dest="$2"
     mkdir -p "$dest"
     find "$dest" -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} +
-    (cd "$src" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$dest" -xf -
+    if command -v git >/dev/null 2>&1 && git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        (cd "$src" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$dest" -xf -
+    else
+        tar -C "$src" --exclude=./target -cf - . | tar -C "$dest" -xf -
+    fi
 }
 
 # root_processes ROOT: the pids of the processes running inside ROOT (a
