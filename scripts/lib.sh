@@ -77,12 +77,15 @@ ensure_deps() {
     pkg_installed php-predis || missing+=(php-predis)
     # opcache (php-tests/OpcacheTest.php, torture fpm): how production runs PHP
     pkg_installed "php$PHP_VER-opcache" || missing+=("php$PHP_VER-opcache")
-    # pcntl (built into Debian's php-cli) and posix (php-common)
+    # pcntl (built into Debian's php-cli) and posix (php-common); PDO's
+    # drivers (without a php yet: the packages, so that one apt-get does it)
     if command -v php >/dev/null 2>&1; then
         php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \
             || missing+=("php$PHP_VER-cli" "php$PHP_VER-common")
         php -r 'exit(extension_loaded("pdo_mysql") ? 0 : 1);' || missing+=("php$PHP_VER-mysql")
         php -r 'exit(extension_loaded("pdo_pgsql") ? 0 : 1);' || missing+=("php$PHP_VER-pgsql")
+    else
+        missing+=("php$PHP_VER-mysql" "php$PHP_VER-pgsql")
     fi
 
     if ((${#missing[@]})); then
