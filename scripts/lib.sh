@@ -3,10 +3,13 @@
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # It sets CRONLOCK_ROOT (the repository root) and defines:
 #   ensure_deps   check tools and Debian packages; install what is missing
-#   build_ext     cargo build --release of $CRONLOCK_EXT (abs path of the .so)
+#   build_ext     cargo build --release of $CRONLOCK_EXT (abs path of the .so),
+#                 as the phpize build's make runs it
 #   phpize_build  phpize && ./configure && make && make install of a copy of
 #                 the tree into a temporary INSTALL_ROOT, then a smoke test of
 #                 the installed cronlock.so under php -n
+#   php74_tests   the test files of php-tests/php74.list (php-tests/NAME)
+#   phpunit_config_for OUT FILE…  php-tests/phpunit.xml.dist running FILEs only
 #   ext_ini_dir   make a temp dir holding cronlock.ini; prints the dir
 #   use_ext       export PHP_INI_SCAN_DIR so every php started from here loads
 #                 the extension (on top of Debian's own conf.d ini files)
@@ -15,6 +18,9 @@
 #   php_wasm_node the pinned Node (npm) that php_wasm runs; prints its path
 
 CRONLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# copy_tree (functions only)
+# shellcheck source=scripts/roots.sh
+. "$CRONLOCK_ROOT/scripts/roots.sh"
 # cargo's target dir: $CARGO_TARGET_DIR if set (relative: to the root, where
 # build_ext runs cargo), else target/
 _target="${CARGO_TARGET_DIR:-target}"
@@ -75,12 +81,15 @@ ensure_deps() {
     pkg_installed php-symfony-console || missing+=(php-symfony-console)
     # opcache (php-tests/OpcacheTest.php, torture fpm): how production runs PHP
     pkg_installed "php$PHP_VER-opcache" || missing+=("php$PHP_VER-opcache")
-    # pcntl (built into Debian's php-cli) and posix (php-common)
+    # pcntl (built into Debian's php-cli) and posix (php-common); PDO's
+    # drivers (without a php yet: the packages, so that one apt-get does it)
     if command -v php >/dev/null 2>&1; then
         php -r 'exit(extension_loaded("pcntl") && extension_loaded("posix") ? 0 : 1);' \
             || missing+=("php$PHP_VER-cli" "php$PHP_VER-common")
         php -r 'exit(extension_loaded("pdo_mysql") ? 0 : 1);' || missing+=("php$PHP_VER-mysql")
         php -r 'exit(extension_loaded("pdo_pgsql") ? 0 : 1);' || missing+=("php$PHP_VER-pgsql")
+    else
+        missing+=("php$PHP_VER-mysql" "php$PHP_VER-pgsql")
     fi
 
     if ((${#missing[@]})); then
@@ -106,10 +115,18 @@ ensure_deps() {
         || die "clippy missing: rustup component add clippy"
 }
 
-# build_ext: release build of the extension (target/release/libcronlock.so).
+# build_ext: release build of the extension (target/release/libcronlock.so),
+# for the PHP of $PHP_CONFIG (default: php-config on PATH), in the
+# environment the phpize build's make gives cargo (Makefile.frag: PHP_CONFIG
+# and PHP as configure found them). The build scripts (ours and
+# ext-php-rs's) are rerun whenever PHP_CONFIG, PHP or PATH differ from the
+# last build, and everything after them is rebuilt: with the same values,
+# the phpize build's cargo finds this build fresh and only copies it.
 build_ext() {
+    local php_config
+    php_config="$(command -v "${PHP_CONFIG:-php-config}")" || die "no php-config (apt-get install php$PHP_VER-dev)"
     say "cargo build --release"
-    (cd "$CRONLOCK_ROOT" && cargo build --release) \
+    (cd "$CRONLOCK_ROOT" && PHP_CONFIG="$php_config" PHP="$("$php_config" --php-binary)" cargo build --release) \
         || die "cargo build --release failed"
     [[ -f "$CRONLOCK_EXT" ]] || die "build produced no $CRONLOCK_EXT"
 }
@@ -128,13 +145,8 @@ build_ext() {
 # $CARGO_TARGET_DIR) so that only the cronlock crate itself is rebuilt.
 phpize_build() {
     local dir="$1" php_config="${PHP_CONFIG:-php-config}" php so api
-    mkdir -p "$dir/src" "$dir/root"
-    if git -C "$CRONLOCK_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-        (cd "$CRONLOCK_ROOT" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) \
-            | tar -C "$dir/src" -xf -
-    else # an unpacked tarball, or scripts/compat's copy
-        tar -C "$CRONLOCK_ROOT" --exclude=./target -cf - . | tar -C "$dir/src" -xf -
-    fi
+    mkdir -p "$dir/root"
+    copy_tree "$CRONLOCK_ROOT" "$dir/src"
     php="$("$php_config" --php-binary)"
     say "phpize && ./configure && make && make install (INSTALL_ROOT=$dir/root)"
     (
@@ -194,6 +206,29 @@ phpize_build() {
     "$php" -n -d "extension=$so" "$dir/root$prefix/share/cronlock/cli/bin/cronlock" status "$dir/src/cli" >/dev/null \
         || { echo "the cronlock command make install put in $prefix/share/cronlock/cli does not run" >&2; return 1; }
     echo "cronlock command: $prefix/bin/cronlock"
+}
+
+# php74_tests: the test files php-tests/php74.list names (see its header),
+# one a line, as php-tests/NAME.
+php74_tests() {
+    sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' -e 's|^|php-tests/|' "$CRONLOCK_ROOT/php-tests/php74.list"
+}
+
+# phpunit_config_for OUT FILE…: writes OUT, php-tests/phpunit.xml.dist with
+# one test suite of FILEs (relative to the root) in place of its own, every
+# path absolute (OUT may live anywhere). PHPUnit then loads only those files.
+phpunit_config_for() {
+    local out="$1" f
+    shift
+    local dist="$CRONLOCK_ROOT/php-tests/phpunit.xml.dist"
+    grep -q 'bootstrap="bootstrap.php"' "$dist" || die "php-tests/phpunit.xml.dist no longer names bootstrap=\"bootstrap.php\": update phpunit_config_for"
+    {
+        sed -e "/<testsuites>/,\$d" -e "s|bootstrap=\"bootstrap.php\"|bootstrap=\"$CRONLOCK_ROOT/php-tests/bootstrap.php\"|" "$dist"
+        echo '    <testsuites><testsuite name="cronlock">'
+        for f in "$@"; do printf '        <file>%s</file>\n' "$CRONLOCK_ROOT/$f"; done
+        echo '    </testsuite></testsuites>'
+        sed '1,/<\/testsuites>/d' "$dist"
+    } >"$out"
 }
 
 # ext_ini_dir: new temp dir with cronlock.ini loading our build; prints it.

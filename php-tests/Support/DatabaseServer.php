@@ -28,6 +28,14 @@ namespace CronLock\Tests\Support;
 final class DatabaseServer
 {
     public const PASSWORD = 'cron-s3cret-pw';
+    /**
+     * Seconds a server may take to accept connections, and a restart to get
+     * its port back: generous, for a loaded 2-core machine (a fresh MariaDB
+     * data dir takes seconds there). Only a broken server reaches them.
+     */
+    private const START_TIMEOUT = 120.0;
+    /** Servers started on a new port when the first one was taken between pick and bind. */
+    private const START_ATTEMPTS = 5;
 
     /** @var array<int, \WeakReference<self>> */
     private static array $live = [];
@@ -81,7 +89,7 @@ final class DatabaseServer
         }
         self::registerShutdown();
         $last = '';
-        for ($attempt = 1; $attempt <= 3; $attempt++) {
+        for ($attempt = 1; $attempt <= self::START_ATTEMPTS; $attempt++) {
             $server = new self($kind, self::makeTempDir($kind), self::freePort());
             $server->serverArgs = $serverArgs;
             try {
@@ -95,7 +103,7 @@ final class DatabaseServer
                 $server->stop();
             }
         }
-        throw new \RuntimeException("could not start $kind after 3 attempts: $last");
+        throw new \RuntimeException("could not start $kind after " . self::START_ATTEMPTS . " attempts: $last");
     }
 
     public function kind(): string
@@ -222,11 +230,28 @@ final class DatabaseServer
         return $pids;
     }
 
-    /** Stop (fast shutdown) and start again on the same port and data. */
+    /**
+     * Stop (fast shutdown) and start again on the same port and data. The
+     * port may be busy for a moment (another process was given it as its
+     * own ephemeral port meanwhile): then it is tried again until
+     * START_TIMEOUT.
+     */
     public function restart(): void
     {
         $this->shutdown();
-        $this->spawn();
+        $deadline = microtime(true) + self::START_TIMEOUT;
+        while (true) {
+            try {
+                $this->spawn();
+                return;
+            } catch (\RuntimeException $e) {
+                $this->shutdown();
+                if (microtime(true) > $deadline) {
+                    throw $e;
+                }
+                usleep(500_000);
+            }
+        }
     }
 
     public function stop(): void
@@ -310,7 +335,7 @@ final class DatabaseServer
         }
         $this->proc = $proc;
         $this->pid = proc_get_status($proc)['pid'];
-        $deadline = microtime(true) + 30;
+        $deadline = microtime(true) + self::START_TIMEOUT;
         while (microtime(true) < $deadline) {
             if (!proc_get_status($proc)['running']) {
                 throw new \RuntimeException("{$this->kind} server exited: " . @file_get_contents($this->dir . '/server.log') . @file_get_contents($this->dir . '/error.log'));
@@ -320,7 +345,7 @@ final class DatabaseServer
             }
             usleep(50_000);
         }
-        throw new \RuntimeException("{$this->kind} server did not come up in 30 s");
+        throw new \RuntimeException("{$this->kind} server did not come up in " . self::START_TIMEOUT . ' s');
     }
 
     private function ready(): bool

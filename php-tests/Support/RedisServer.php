@@ -311,11 +311,13 @@ final class RedisServer
             $ctx = stream_context_create();
             $url = "tcp://{$this->host()}:{$this->port}";
         }
-        $conn = @stream_socket_client($url, $errno, $errstr, 2.0, STREAM_CLIENT_CONNECT, $ctx);
+        // Generous: this is the test's own client, on a loaded machine; a
+        // server that does not answer is a failure either way.
+        $conn = @stream_socket_client($url, $errno, $errstr, 10.0, STREAM_CLIENT_CONNECT, $ctx);
         if ($conn === false) {
             throw new \RuntimeException("cannot connect to redis at $url: $errstr");
         }
-        stream_set_timeout($conn, 5);
+        stream_set_timeout($conn, 10);
         $this->conn = $conn;
         $this->connPid = getmypid();
         if (isset($this->opts['requirepass'])) {

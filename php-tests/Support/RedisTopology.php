@@ -104,11 +104,14 @@ final class RedisTopology
         return 'redis-sentinel://' . implode(',', $hosts) . '/mymaster';
     }
 
-    /** Sentinel: the data node the sentinels name as the master now. */
+    /**
+     * Sentinel: the data node the sentinels name as the master now, once
+     * every live sentinel names the same one and it answers as a master
+     * (tests/redis-harness master: it waits out a failover in progress).
+     */
     public function master(): RedisServer
     {
-        [, $port] = $this->sentinels[0]->command('SENTINEL', 'get-master-addr-by-name', 'mymaster');
-        return $this->serverOn((int) $port);
+        return $this->serverOn(RedisHarness::nodes(RedisHarness::run('master', $this->dir))[0]['port']);
     }
 
     /** Sentinel: SENTINEL FAILOVER; returns the new master once every sentinel names it, it answers as one and every other node replicates from it. */
