@@ -53,6 +53,12 @@ impl File {
         Ok(self.lock.holder_pid()?.map(i64::from))
     }
 
+    /// "pid 41327 on web1 since 2026-11-30T14:50:00Z", "pid 41327", "an
+    /// unknown process", or null when the kernel lists no holder.
+    pub fn holder(&self) -> PhpResult<Option<String>> {
+        Ok(self.lock.holder()?.map(|holder| holder.to_string()))
+    }
+
     /// The bytes of the path: a file name need not be UTF-8.
     pub fn path(&self) -> Binary<u8> {
         Binary::from(self.lock.path().as_os_str().as_bytes().to_vec())
