@@ -39,14 +39,25 @@ pub(super) struct Waiting {
 }
 
 enum How {
-    Blocking(sys::Wakeups),
-    Polling { pause: Duration, started: Instant },
+    /// `armed`: the period the wake-ups come at now (they repeat, so a
+    /// tick costs no re-arming unless the deadline needs a sooner one).
+    Blocking {
+        wakeups: sys::Wakeups,
+        armed: Option<Duration>,
+    },
+    Polling {
+        pause: Duration,
+        started: Instant,
+    },
 }
 
 impl Waiting {
     pub(super) fn start() -> Waiting {
         let how = match sys::Wakeups::start() {
-            Some(wakeups) => How::Blocking(wakeups),
+            Some(wakeups) => How::Blocking {
+                wakeups,
+                armed: None,
+            },
             None => How::Polling {
                 pause: Duration::from_micros(50),
                 started: Instant::now(),
@@ -58,7 +69,7 @@ impl Waiting {
     /// Whether this wait blocks in the kernel (the waiter is listed there).
     #[cfg(test)]
     pub(super) fn blocks(&self) -> bool {
-        matches!(self.how, How::Blocking(_))
+        matches!(self.how, How::Blocking { .. })
     }
 
     /// Waits once, at most `left` (`None`: no deadline). `Ok(true)`: `file`
@@ -76,9 +87,14 @@ impl Waiting {
         left: Option<Duration>,
     ) -> io::Result<bool> {
         match &mut self.how {
-            How::Blocking(wakeups) => {
-                let next = left.map_or(MAX_BLOCK, |left| left.min(MAX_BLOCK));
-                wakeups.arm(next.max(MIN_BLOCK))?;
+            How::Blocking { wakeups, armed } => {
+                let next = left
+                    .map_or(MAX_BLOCK, |left| left.min(MAX_BLOCK))
+                    .max(MIN_BLOCK);
+                if armed.is_none_or(|period| next < period) {
+                    wakeups.arm(next)?;
+                    *armed = Some(next);
+                }
                 sys::lock_blocking(file, shared)
             }
             How::Polling { pause, started } => {
