@@ -191,18 +191,6 @@ final class FileVisibilityTest extends TestCase
         self::assertFalse($observer->isHeld());
     }
 
-    public function testHolderSaysWhenTheKernelCannotBeAsked(): void
-    {
-        if (is_readable('/proc/locks') && !WebAssembly::active()) {
-            self::markTestSkipped('the kernel lists its locks here: see '
-                . 'testHolderOnAHostWithoutProcLocksSaysSo (a private mount namespace without /proc)');
-        }
-        $path = "{$this->dir}/unknown.lock";
-        $this->expectException(LockException::class);
-        $this->expectExceptionMessage("cannot tell who holds lock file $path: the kernel's list of locks cannot be read (/proc/locks: ");
-        (new File($path))->holder();
-    }
-
     /** Linux without /proc mounted: holder() throws, in the same words for both implementations. */
     public function testHolderOnAHostWithoutProcLocksSaysSo(): void
     {
