@@ -4,7 +4,9 @@
  * bench/run starts it; it is not meant to be called by hand, but can be:
  *
  *   php [-d extension=…/libcronlock.so] bench/bench.php cycle   ROW SECONDS
+ *   php [-d extension=…/libcronlock.so] bench/bench.php count   ROW CYCLES   (for strace -c: no timing)
  *   php [-d extension=…/libcronlock.so] bench/bench.php handoff ROW SAMPLES
+ *   php [-d extension=…/libcronlock.so] bench/bench.php wait    ROW SECONDS
  *
  * Environment: BENCH_EXT4_DIR, BENCH_TMPFS_DIR (lock file directories),
  * BENCH_REDIS_PORT (a redis-server on 127.0.0.1 started by bench/run),
@@ -364,6 +366,93 @@ function run_cycle(string $row, float $seconds): array
     return ['n' => $n, 'ns_per_cycle' => $ns / $n];
 }
 
+/** CYCLES cycles of a row, untimed: bench/syscalls.php counts their system calls. */
+function run_count(string $row, int $cycles): array
+{
+    $rows = cycle_rows();
+    if (!isset($rows[$row])) {
+        throw new InvalidArgumentException("unknown row $row");
+    }
+    $cycle = $rows[$row]();
+    for ($i = 0; $i < $cycles; $i++) {
+        $cycle();
+    }
+    return ['n' => $cycles];
+}
+
+/* ---------------------------------------------------------------------------
+ * Wait rows: what a waiter costs while the lock stays held. A forked holder
+ * takes the lock; this process waits SECONDS (a timed wait that gives up,
+ * or a blocking one that the holder ends by letting go after SECONDS) and
+ * reports its own CPU time and context switches over the wait (getrusage).
+ * ------------------------------------------------------------------------- */
+
+/**
+ * Per row: 'make' gives wait(seconds) for a lock file; 'timed': the wait gives
+ * up at its timeout (the holder outlasts it), else the holder lets go then.
+ *
+ * @return array<string, array{timed: bool, make: callable(string): callable(float): bool}>
+ */
+function wait_rows(): array
+{
+    $cronlock = fn (bool $timed): array => ['timed' => $timed, 'make' => function (string $path) use ($timed): callable {
+        need_cronlock();
+        $lock = new CronLock\File($path);
+        return fn (float $seconds): bool => $lock->acquire($timed ? $seconds : -1.0);
+    }];
+    return [
+        // PHP's blocking flock(): what `flock -w` costs, the floor of waiting
+        'wait.file.php.block' => ['timed' => false, 'make' => fn (string $path): callable => function (float $seconds) use ($path): bool {
+            $h = fopen($path, 'c');
+            return flock($h, LOCK_EX);
+        }],
+        'wait.file.cronlock.timed' => $cronlock(true),
+        'wait.file.cronlock.forever' => $cronlock(false),
+    ];
+}
+
+function run_wait(string $row, float $seconds): array
+{
+    $rows = wait_rows();
+    if (!isset($rows[$row])) {
+        throw new InvalidArgumentException("unknown row $row");
+    }
+    $path = ext4_file('wait-' . getmypid());
+    $wait = $rows[$row]['make']($path);
+    $holds = $rows[$row]['timed'] ? $seconds + 5.0 : $seconds;
+    [$toHolder, $toWaiter] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP);
+    $pid = pcntl_fork();
+    if ($pid === 0) {                        // holder: holds for $seconds, or until told
+        fclose($toHolder);
+        $h = fopen($path, 'c');
+        flock($h, LOCK_EX);
+        fwrite($toWaiter, 'h');
+        $r = [$toWaiter];
+        $w = $e = null;
+        stream_select($r, $w, $e, (int) $holds, (int) (fmod($holds, 1.0) * 1e6));
+        flock($h, LOCK_UN);
+        exit(0);
+    }
+    fclose($toWaiter);
+    fread($toHolder, 1);                     // the holder holds it now
+    $before = getrusage();
+    $t0 = hrtime(true);
+    $got = $wait($seconds);
+    $ns = hrtime(true) - $t0;
+    $after = getrusage();
+    @fwrite($toHolder, 'q');                 // a holder that outlasts a timed wait lets go now
+    pcntl_waitpid($pid, $status);
+    @unlink($path);
+    $cpu = fn (array $r): float => $r['ru_utime.tv_sec'] + $r['ru_utime.tv_usec'] / 1e6 + $r['ru_stime.tv_sec'] + $r['ru_stime.tv_usec'] / 1e6;
+    return [
+        'got' => $got,
+        'wait_s' => $ns / 1e9,
+        'cpu_s' => $cpu($after) - $cpu($before),
+        'voluntary' => $after['ru_nvcsw'] - $before['ru_nvcsw'],
+        'involuntary' => $after['ru_nivcsw'] - $before['ru_nivcsw'],
+    ];
+}
+
 /* ---------------------------------------------------------------------------
  * Hand-off rows: holder releases -> waiter holds, two processes.
  * Each returns [try, wait, release] closures, built after fork (own fds and
@@ -504,8 +593,10 @@ function main(array $argv): int
     try {
         $out += match ($mode) {
             'cycle' => run_cycle($row, (float) $arg),
+            'count' => run_count($row, (int) $arg),
             'handoff' => run_handoff($row, (int) $arg),
-            default => throw new InvalidArgumentException("usage: bench.php cycle|handoff ROW ARG"),
+            'wait' => run_wait($row, (float) $arg),
+            default => throw new InvalidArgumentException("usage: bench.php cycle|count|handoff|wait ROW ARG"),
         };
     } catch (NotAvailable $e) {
         $out['na'] = $e->getMessage();

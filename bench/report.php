@@ -44,6 +44,8 @@ $handoff = [];  // row => [ns...]
 $memory = [];   // "row|ext" => [kB...]
 $na = [];       // row => reason
 $startupRuns = [];
+$waits = [];     // row => [result...]
+$syscalls = [];  // row => [syscall => calls per cycle]
 $malformed = [];  // output that is not a result (PHP warnings...)
 foreach (file("$dir/results.jsonl", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINES) as $line) {
     $r = json_decode($line, true);
@@ -61,6 +63,8 @@ foreach (file("$dir/results.jsonl", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINE
         'handoff' => $handoff[$r['row']] = array_merge($handoff[$r['row']] ?? [], $r['samples_ns']),
         'memory' => $memory[$r['row'] . '|' . $k][] = $r['kb'],
         'startup' => $startupRuns[] = $r,
+        'wait' => $waits[$r['row']][] = $r,
+        'syscalls' => $syscalls[$r['row']] = $r['per_cycle'],
     };
 }
 
@@ -180,6 +184,52 @@ foreach ($handoffRows as $row => $label) {
     printf("| %s | %d | %s | %s |\n", $label, count($s), fmt(median($s) / 1e6, 3), fmt(pct($s, 99) / 1e6, 3));
 }
 
+// ---- waits --------------------------------------------------------------------------
+$waitRows = [
+    'wait.file.php.block' => "PHP's blocking `flock(\$h, LOCK_EX)` (what `flock -w` costs)",
+    'wait.file.cronlock.timed' => 'cronlock `acquire($seconds)`, given up at its timeout',
+    'wait.file.cronlock.forever' => 'cronlock `acquire(-1)`, the holder lets go at the end',
+];
+/** One figure of a wait row: the median over its runs. */
+$wait = fn (string $row, string $what): ?float => median(array_map(fn ($r) => $r[$what], $waits[$row] ?? []));
+echo "
+### Waiting: what a waiter costs while the lock stays held
+
+";
+echo "The waiter's own CPU time (user + sys) and context switches over the wait (getrusage), the lock held by another process.
+
+";
+echo "| Wait | s | CPU ms | voluntary switches | involuntary switches |
+|---|---:|---:|---:|---:|
+";
+foreach ($waitRows as $row => $label) {
+    if (!isset($waits[$row])) {
+        printf("| %s | n/a (%s) | | | |
+", $label, $na[$row] ?? 'no result');
+        continue;
+    }
+    printf("| %s | %s | %s | %s | %s |
+", $label, fmt($wait($row, 'wait_s'), 1), fmt($wait($row, 'cpu_s') * 1000, 1),
+        fmt($wait($row, 'voluntary'), 0), fmt($wait($row, 'involuntary'), 0));
+}
+
+// ---- system calls per cycle -----------------------------------------------------------
+echo "
+### System calls per File cycle (strace -c; N and 2N cycles, the difference over N)
+
+";
+echo "| Row | total | calls |
+|---|---:|---|
+";
+foreach ($syscalls as $row => $calls) {
+    $label = $groups['File'][$row] ?? $row;
+    $total = $calls['total'] ?? array_sum($calls);
+    unset($calls['total']);
+    $list = implode(', ', array_map(fn ($name, $n) => ($n == 1 ? '' : fmt($n, $n == (int) $n ? 0 : 2) . ' × ') . "`$name`", array_keys($calls), $calls));
+    printf("| %s | %s | %s |
+", $label, fmt($total, $total == (int) $total ? 0 : 2), $list);
+}
+
 // ---- start-up ------------------------------------------------------------------
 // startup.php runs the two commands alternately; the added cost is the median
 // of the per-pair differences, which cancels drift on a busy machine.
@@ -231,6 +281,10 @@ $targets = [
     ['Redis: cronlock (fencing token incl.) / two-PING floor', ratio($cycle, 'redis.cronlock', 'redis.floor'), '<=', 1.1, '×'],
     ['Hand-off median, File (cronlock acquire(30.0))', $hmed('handoff.file.cronlock.timed'), '<=', 2, ' ms'],
     ['Hand-off median, Redis (cronlock acquire(30.0))', $hmed('handoff.redis.cronlock'), '<=', 5, ' ms'],
+    // A timed wait and acquire(-1) wait alike; what the median of a few
+    // 10 s waits still differs by on a shared VM (~1 ms, 2 switches) is noise.
+    ['File wait: CPU, timed wait - acquire(-1), 10 s each', ($t = $wait('wait.file.cronlock.timed', 'cpu_s')) !== null && ($f = $wait('wait.file.cronlock.forever', 'cpu_s')) !== null ? ($t - $f) * 1000 : null, '<=', 1, ' ms'],
+    ['File wait: voluntary switches, timed wait - acquire(-1)', ($t = $wait('wait.file.cronlock.timed', 'voluntary')) !== null && ($f = $wait('wait.file.cronlock.forever', 'voluntary')) !== null ? $t - $f : null, '<=', 2, ''],
     ["Start-up: extension adds to `php -n -r ''`", $startupDelta, '<=', 0.5, ' ms'],
 ];
 echo "\n### Targets\n\n```\n";

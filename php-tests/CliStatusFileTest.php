@@ -116,12 +116,13 @@ final class CliStatusFileTest extends TestCase
         $this->flockWaiters("{$this->lockDir}/by-flock.lock", 2);
         $pids['php'] = $this->phpFlockHolder("{$this->lockDir}/by-php-flock.lock");
         $this->flockWaiters("{$this->lockDir}/by-php-flock.lock", 1);
-        // released: the record still names the pid that held it
+        // released: the holder rewrote its record as free, since the release
         [$code, , $err] = $this->cronlock(['run', '--lock', 'released', '--', 'true']);
         self::assertSame(0, $code, $err);
         $released = (string) file_get_contents("{$this->lockDir}/released.lock");
-        self::assertMatchesRegularExpression('/^cronlock pid=\d+ /', $released);
-        // the record a released file holds after the planned change
+        self::assertSame(1, preg_match('/^cronlock free since=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) +\n$/', $released, $m), $released);
+        $releasedSince = $m[1];
+        // a free record written elsewhere (by another host's run, say)
         file_put_contents("{$this->lockDir}/free-record.lock", str_pad('cronlock free since=2026-11-30T14:52:07Z', 127) . "\n");
         touch("{$this->lockDir}/empty.lock");
         file_put_contents("{$this->lockDir}/notes.txt", 'not a lock file');
@@ -145,7 +146,7 @@ final class CliStatusFileTest extends TestCase
         self::assertStringEndsWith('Z*', $rows['by-flock']['SINCE'], 'since: the process start, footnoted');
         self::assertStringContainsString("* since: the holder process's start", $out);
         self::assertSame(['held', (string) $pids['php'], '1'], [$rows['by-php-flock']['STATE'], $rows['by-php-flock']['PID'], $rows['by-php-flock']['WAITING']]);
-        self::assertSame(['free', '-', '-', '-', '-', '-', '0'], array_values(array_slice($rows['released'], 1)), "a record of a finished run is history: free\n$out");
+        self::assertSame(['free', '-', '-', $releasedSince, '-', '-', '0'], array_values(array_slice($rows['released'], 1)), "a finished run's record says free since its release\n$out");
         self::assertSame(['free', '-', '-', '2026-11-30T14:52:07Z', '-', '-', '0'], array_values(array_slice($rows['free-record'], 1)), 'free since the record says');
         self::assertSame('free', $rows['empty']['STATE']);
 
@@ -165,8 +166,8 @@ final class CliStatusFileTest extends TestCase
         }
         self::assertSame([2, 'process start', null], [$doc['locks']['by-flock']['waiters'], $doc['locks']['by-flock']['since_source'], $doc['locks']['by-flock']['record']]);
         $free = $doc['locks']['released'];
-        self::assertSame(['free', null, null, null, null, null], [$free['state'], $free['pid'], $free['host'], $free['pid_alive'], $free['since'], $free['held_for']]);
-        self::assertSame('held', $free['record']['state'], 'the record as written stays visible in JSON');
+        self::assertSame(['free', null, null, null, null], [$free['state'], $free['pid'], $free['host'], $free['pid_alive'], $free['held_for']]);
+        self::assertSame(['state' => 'free', 'pid' => null, 'host' => null, 'since' => $releasedSince], $free['record'], 'the record as written, in JSON');
         self::assertSame(['state' => 'free', 'pid' => null, 'host' => null, 'since' => '2026-11-30T14:52:07Z'], $doc['locks']['free-record']['record']);
         self::assertNull($doc['locks']['empty']['record']);
         foreach (['ttl', 'fence', 'connection', 'client'] as $field) {

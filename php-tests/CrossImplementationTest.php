@@ -135,18 +135,22 @@ final class CrossImplementationTest extends TestCase
             $f = new \CronLock\File(%s);
             $r = new \CronLock\Redis(%s, %s, 30.0);
             $holder = $f->holderPid(); // before we take it ourselves
-            printf("file=%%s redis=%%s holder=%%s\n", var_export($f->acquire(0.2), true), var_export($r->acquire(0.2), true), var_export($holder, true));
+            $who = $f->holder();
+            printf("file=%%s redis=%%s holder=%%s who=%%s\n", var_export($f->acquire(0.2), true), var_export($r->acquire(0.2), true), var_export($holder, true), var_export($who, true));
             PHP, var_export($path, true), var_export(self::$server->dsn(), true), var_export($key, true));
         $busy = Proc::run($probe, [], $this->envs[$waiterImpl]);
-        self::assertSame("file=false redis=false holder=$pid\n", $busy->stdout(), $busy->stderr());
-        self::assertStringStartsWith("cronlock pid=$pid host=", (string) file_get_contents($path), 'the same 128-byte holder record');
+        $record = (string) file_get_contents($path);
+        self::assertStringStartsWith("cronlock pid=$pid host=", $record, 'the same 128-byte holder record');
         self::assertSame(128, filesize($path));
+        self::assertSame(1, preg_match('/ host=(\S+) since=(\S+)/', $record, $m));
+        self::assertSame("file=false redis=false holder=$pid who='pid $pid on {$m[1]} since {$m[2]}'\n", $busy->stdout(), $busy->stderr());
 
         touch("$dir/stop");
         self::assertStringContainsString('RELEASED true', $holder->waitForLine('RELEASED', 10.0, 'stdout'));
         self::assertSame(0, $holder->wait());
+        self::assertMatchesRegularExpression('/\Acronlock free since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ {87}\n\z/', (string) file_get_contents($path), 'the same free record once released');
         $free = Proc::run($probe, [], $this->envs[$waiterImpl]);
-        self::assertSame("file=true redis=true holder=NULL\n", $free->stdout(), $free->stderr());
+        self::assertSame("file=true redis=true holder=NULL who=NULL\n", $free->stdout(), $free->stderr());
     }
 
     /**

@@ -171,7 +171,7 @@ final class FileLockSafetyTest extends TestCase
     public static function rewriteModes(): iterable
     {
         yield 'same object' => ['same'];
-        yield 'new object (reused descriptor)' => ['new'];
+        yield 'new object' => ['new'];
         yield 'cron_guard twice' => ['guard'];
         yield 'written by another process' => ['process'];
     }
@@ -196,8 +196,9 @@ final class FileLockSafetyTest extends TestCase
             ini_set('cronlock.lock_dir', $dir);
             putenv("CRONLOCK_LOCK_DIR=$dir"); // cronlock/polyfill's stand-in for the ini
             try {
-                cron_guard(static fn () => null, 'data');
-                self::assertStringStartsWith('cronlock pid=', (string) file_get_contents($path));
+                $seen = cron_guard(static fn () => (string) file_get_contents($path), 'data');
+                self::assertStringStartsWith('cronlock pid=', $seen);
+                self::assertStringStartsWith('cronlock free since=', (string) file_get_contents($path), 'released: the line says free');
                 $rewrite();
                 cron_guard(static fn () => null, 'data');
             } finally {
@@ -209,8 +210,9 @@ final class FileLockSafetyTest extends TestCase
             self::assertTrue($lock->acquire(0));
             self::assertStringStartsWith('cronlock pid=', (string) file_get_contents($path), 'an empty file gets the line');
             self::assertTrue($lock->release());
+            self::assertStringStartsWith('cronlock free since=', (string) file_get_contents($path), 'released: the line says free');
             if ($mode !== 'same') {
-                unset($lock); // its descriptor goes to the next object of this path
+                unset($lock);
                 $lock = new File($path);
             }
             $rewrite();

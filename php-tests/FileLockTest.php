@@ -428,14 +428,15 @@ final class FileLockTest extends TestCase
         self::assertFalse($observer->isHeld());
         touch($stop);
         $child->waitForLine('RELEASED', 10.0, 'stdout');
-        self::assertNull($observer->holderPid(), 'released (the old record is still in the file)');
-        self::assertStringContainsString("pid={$child->pid()} ", file_get_contents($path), 'precondition: stale record');
+        self::assertNull($observer->holderPid(), 'released');
+        self::assertStringStartsWith('cronlock free since=', (string) file_get_contents($path), 'released: the record says free');
         self::assertSame(0, $child->wait());
 
         unlink($stop);
         $killed = $this->startHolderProc($path, $stop);
         self::assertSame($killed->pid(), $observer->holderPid());
         $killed->kill();
+        self::assertStringContainsString("pid={$killed->pid()} ", (string) file_get_contents($path), 'precondition: kill -9 leaves its record');
         self::assertNull($observer->holderPid(), 'holder killed: free, although its record remains');
 
         $mine = new File($path);
@@ -510,7 +511,11 @@ final class FileLockTest extends TestCase
         self::assertStringContainsString('bool(false)', $p->stdout(), $p->stderr());
         self::assertSame($record, file_get_contents($path), 'a waiter that did not get the lock must not write its pid');
         self::assertTrue($lock->release());
-        self::assertSame($record, file_get_contents($path), 'release does not truncate');
+        $free = (string) file_get_contents($path);
+        self::assertSame(128, strlen($free), 'release rewrites in place, never truncates');
+        self::assertMatchesRegularExpression('/\Acronlock free since=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) {87}\n\z/', $free);
+        preg_match('/since=(\S+)/', $free, $m);
+        self::assertGreaterThanOrEqual($since, (new \DateTimeImmutable($m[1]))->getTimestamp(), 'free since the release');
     }
 
     public function testTheRecordStays128BytesAcrossHolders(): void

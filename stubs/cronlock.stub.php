@@ -133,12 +133,19 @@ namespace CronLock {
      *   opened close-on-exec (programs the job starts never inherit the lock),
      *   never through a symlink, never truncated, never unlinked; it must be a regular file.
      * - A relative path is resolved once, against PHP's working directory at construction.
-     * - Once held, `cronlock pid=<pid> host=<hostname> since=<UTC time>` is written at the
-     *   start of the file (128 bytes, in place), but only if at that moment the file is empty or
-     *   holds exactly such a record (128 bytes: `since=YYYY-MM-DDTHH:MM:SSZ`, a host without
-     *   spaces, space padding, one final "\n"; anything else, however close, is your data):
-     *   locking your script or a data file never writes to it, also after it was rewritten
-     *   in place. Shared locks and read-only files record nothing.
+     * - The file tells who holds it. Once held, `cronlock pid=<pid> host=<hostname>
+     *   since=<UTC time>` is written at the start of the file (128 bytes, in place), but only if
+     *   at that moment the file is empty or holds exactly one record (128 bytes: that line or
+     *   `cronlock free since=<UTC time>`, `since=YYYY-MM-DDTHH:MM:SSZ`, a host without spaces,
+     *   space padding, one final "\n"; anything else, however close, is your data): locking
+     *   your script or a data file never writes to it, also after it was rewritten in place.
+     *   release() (and destruction) rewrites it as `cronlock free since=<UTC time>` while the
+     *   lock is still held, if the file still holds exactly the record this hold wrote (data
+     *   the job wrote into it stays). Shared locks and read-only files record nothing. A holder
+     *   killed with kill -9 leaves its record behind: holder() and holderPid() ask the kernel.
+     * - A released object keeps its file open (unlocked) while it lives, so its next acquire()
+     *   costs no open and no checks: fuser and lsof list the process. A destroyed object keeps
+     *   nothing open; nor does cron_guard() with a name or a script lock once it returns.
      * - flock(2) locks the file, not the path. If the path is unlinked or replaced while held,
      *   another run can lock the new file there: that is not prevented. The holder finds out:
      *   renew(), Guard::renew() and acquire() then return false and drop the hold. A waiter
@@ -152,8 +159,14 @@ namespace CronLock {
      *   refused with LockException (its owner could hold it forever).
      * - release() and destruction act only in the process that acquired: a pcntl_fork() child
      *   neither frees the parent's lock nor keeps it alive after the parent dies.
-     * - Waits poll at most 1 ms apart (a wait forever backs off to 20 ms after 2 s) and let
-     *   pending pcntl signal handlers run; such a wait returns false.
+     * - A wait blocks in flock(2), as `flock -w` does: /proc/locks, lslocks and
+     *   `cronlock status` list the waiter, and it gets the lock the moment the holder lets
+     *   go. Linux wakes it at least every 100 ms (a timer signal of its own, a realtime signal
+     *   no one else handles, installed only while a wait runs), so the deadline holds and
+     *   pending pcntl signal handlers run within about 100 ms whatever restart_syscalls says;
+     *   such a wait returns false. Where that cannot be had (other Unixes, every realtime
+     *   signal taken) waits poll at most 1 ms apart (a wait forever backs off to 20 ms after
+     *   2 s), unseen by lslocks.
      * - __construct() again throws \Error and changes nothing; clone throws \Error;
      *   serialize()/unserialize() throw LockException.
      *
@@ -192,7 +205,9 @@ namespace CronLock {
 
         /**
          * On a held lock: true at once while the path still names the locked file, else false
-         * (the hold is dropped, the stale file unlocked).
+         * (the hold is dropped, the stale file unlocked). Otherwise $timeout 0 tries once, > 0
+         * waits up to that many seconds, < 0 waits until acquired (see the class: a wait blocks
+         * in flock(2)).
          *
          * Once the lock is taken, the holder line is written at the start of the file (if it
          * is empty or holds only such a line). When that write fails (a full file system) the
@@ -214,7 +229,12 @@ namespace CronLock {
          */
         public function renew(?float $ttl = null): bool {}
 
-        /** @throws LockException */
+        /**
+         * Unlocks, after rewriting this hold's record as `cronlock free since=<UTC time>` (see
+         * the class). False when this object did not hold the lock.
+         *
+         * @throws LockException
+         */
         public function release(): bool {}
 
         public function isHeld(): bool {}
@@ -231,6 +251,24 @@ namespace CronLock {
          * @throws LockException when the file cannot be read.
          */
         public function holderPid(): ?int {}
+
+        /**
+         * Who holds the lock now, as the kernel lists it: null when it lists no lock on this
+         * file (the file the path names now: exactly its device and inode in /proc/locks);
+         * otherwise "pid 41327 on web1 since 2026-11-30T14:50:00Z" (the file's record, when the
+         * kernel lists the pid it records), "pid 41327" (a holder without a record: flock(1),
+         * PHP's flock(), a shared holder) or "an unknown process" (held, but by no process that
+         * can be named: the locker died and a child kept its descriptor, another user's
+         * process, another pid namespace). A pid is named exactly when holderPid() returns it.
+         * Never locks and never writes, so it cannot make a concurrent acquire() fail.
+         *
+         * @return string|null null when the lock is free.
+         * @throws LockException when the kernel cannot be asked ("cannot tell who holds lock
+         *         file <path>: the kernel's list of locks cannot be read (/proc/locks: <reason>)"):
+         *         no /proc mounted, and always on other Unixes (macOS, the BSDs), whose kernels
+         *         list no flock(2) holders; or when the file cannot be read.
+         */
+        public function holder(): ?string {}
 
         /** The lock file's path; a relative one made absolute against PHP's working directory at construction. */
         public function path(): string {}

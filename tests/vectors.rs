@@ -5,7 +5,7 @@
 
 use cronlock::error::Error;
 use cronlock::lock::database::{mysql_lock_name, postgres_key};
-use cronlock::lock::file::{parse_record_pid, RECORD_LEN};
+use cronlock::lock::file::{parse_record, parse_record_pid, Record, RECORD_LEN};
 use cronlock::lock::named::script_lock_name;
 use cronlock::lock::redis::{RedisLock, RedisOptions};
 use cronlock::lock::shorten;
@@ -47,11 +47,18 @@ fn record_bytes(vector: &Value) -> Vec<u8> {
 fn holder_records_accepted_and_refused() {
     let records = &vectors()["holder_records"];
     for vector in list(records, "accepted") {
+        let bytes = record_bytes(vector);
         let pid = vector["pid"].as_u64().map(|pid| pid as u32);
-        assert_eq!(parse_record_pid(&record_bytes(vector)), pid, "{vector}");
+        assert_eq!(parse_record_pid(&bytes), pid, "{vector}");
+        let free = vector["free"].as_bool().unwrap_or(false);
+        match parse_record(&bytes) {
+            Some(Record::Free { .. }) => assert!(free, "{vector}"),
+            Some(Record::Held { .. }) => assert!(!free, "{vector}"),
+            None => panic!("{vector} is a record"),
+        }
     }
     for vector in list(records, "refused") {
-        assert_eq!(parse_record_pid(&record_bytes(vector)), None, "{vector}");
+        assert_eq!(parse_record(&record_bytes(vector)), None, "{vector}");
     }
 }
 

@@ -38,6 +38,8 @@ final class File implements Lock, \Serializable
     private $openedBy = 0;
     /** @var int|null pid that holds the lock through this object */
     private $heldBy;
+    /** @var string|null the holder record this hold wrote: what release() turns into a free record */
+    private $written;
 
     /**
      * @param string $path the lock file; a relative path is resolved against the
@@ -101,12 +103,20 @@ final class File implements Lock, \Serializable
         });
     }
 
-    /** The tries of one acquire(): flock(LOCK_NB), then short pauses until the deadline. */
+    /**
+     * The tries of one acquire(): flock(LOCK_NB), then, for a wait forever
+     * that no PHP signal handler could interrupt, a blocking flock() (the
+     * kernel lists the waiter, as it lists `flock -w`, and hands it the lock
+     * at once); else short pauses until the deadline, letting handlers run
+     * (D9): PHP has no flock() with a timeout, nor a way to wake a blocked
+     * one every 100 ms.
+     */
     private function tryToLock(float $timeout, int $me, string $owner): bool
     {
         $deadline = $timeout > 0 && is_finite($timeout) ? Process::now() + $timeout : null;
         $forever = $timeout < 0 || is_infinite($timeout);
         $pause = 0.00005;
+        $tried = false;
         while (true) {
             if (Registry::heldByOther($this->lockId(), $owner, $this->shared) !== null) {
                 if ($timeout != 0) {
@@ -115,8 +125,14 @@ final class File implements Lock, \Serializable
                 Registry::noteRefusal($owner, 'self');
                 return false;
             }
+            $how = $this->shared ? LOCK_SH : LOCK_EX;
             $wouldBlock = 0;
-            $locked = @flock($this->handle, ($this->shared ? LOCK_SH : LOCK_EX) | LOCK_NB, $wouldBlock);
+            if ($tried && $forever && self::mayBlock()) {
+                $locked = @flock($this->handle, $how);
+            } else {
+                $locked = @flock($this->handle, $how | LOCK_NB, $wouldBlock);
+            }
+            $tried = true;
             if ($locked) {
                 if ($this->pathNamesOurFile()) {
                     $this->heldBy = $me;
@@ -162,8 +178,30 @@ final class File implements Lock, \Serializable
         }
         $this->heldBy = null;
         Registry::drop($this->lockId(), spl_object_hash($this));
+        $this->writeFreeRecord();
         if (!@flock($this->handle, LOCK_UN)) {
             throw $this->osError('cannot unlock');
+        }
+        return true;
+    }
+
+    /**
+     * Whether a wait may block in flock(): nothing could need to run before
+     * it ends, as no PHP signal handler is installed (pcntl, or none at
+     * all). Not on WebAssembly, whose one process would block for good.
+     */
+    private static function mayBlock(): bool
+    {
+        if (function_exists('php_uname') && php_uname('s') === 'Emscripten') {
+            return false;
+        }
+        if (!function_exists('pcntl_signal_get_handler')) {
+            return true;
+        }
+        for ($signo = 1; $signo < 32; $signo++) {
+            if (is_callable(@pcntl_signal_get_handler($signo))) {
+                return false;
+            }
         }
         return true;
     }
@@ -184,27 +222,75 @@ final class File implements Lock, \Serializable
      */
     public function holderPid(): ?int
     {
-        $recorded = $this->recordedPid();
-        $id = FileSystem::lstatId($this->path);
-        if ($id === null || $id['link']) {
-            $id = $this->id;
+        $record = self::parseRecord($this->head());
+        $held = $this->nameableHolders($this->currentId());
+        if ($held === null) {
+            return null;
         }
+        if ($record !== null && $record['pid'] !== null && in_array($record['pid'], $held[1], true)) {
+            return $record['pid'];
+        }
+        return $held[1] === [] ? null : $held[1][0];
+    }
+
+    /**
+     * Who holds the lock now, as the kernel lists it (null: nobody), named by
+     * the file's record when the kernel lists the pid it records, as the
+     * extension says it: "pid 41327 on web1 since 2026-11-30T14:50:00Z",
+     * "pid 41327", "an unknown process". Never locks, never writes.
+     *
+     * @throws LockException when the kernel cannot be asked (no /proc/locks), or the file cannot be read.
+     */
+    public function holder(): ?string
+    {
+        $id = $this->currentId();
+        $head = $this->head();
+        $held = $this->nameableHolders($id);
+        if ($held === null) {
+            $reason = PHP_OS === 'Linux' ? FileSystem::lastReason() : "this system's kernel lists no flock(2) holders (only Linux has /proc/locks)";
+            throw new LockException(sprintf("cannot tell who holds lock file %s: the kernel's list of locks cannot be read (/proc/locks: %s)", Args::cut((string) $this->path), $reason));
+        }
+        list($listed, $named) = $held;
+        if (!$listed) {
+            return null;
+        }
+        // our handle reads our file; a file put at the path since is named by the kernel alone
+        $record = $id['dev'] === $this->id['dev'] && $id['ino'] === $this->id['ino'] ? self::parseRecord($head) : null;
+        if ($record !== null && $record['pid'] !== null && in_array($record['pid'], $named, true)) {
+            return sprintf('pid %d on %s since %s', $record['pid'], $record['host'], $record['since']);
+        }
+        return $named === [] ? 'an unknown process' : 'pid ' . $named[0];
+    }
+
+    /** @return array{dev: int, ino: int} the file the path names now, else (missing, a symlink) ours */
+    private function currentId(): array
+    {
+        clearstatcache(true, (string) $this->path);
+        $id = FileSystem::lstatId((string) $this->path);
+        return $id === null || $id['link'] ? $this->id : $id;
+    }
+
+    /**
+     * Whether the kernel lists a holder of the file $id, and the listed
+     * pids that can be named (D12: alive, with this very file open); null
+     * when the kernel cannot be asked.
+     *
+     * @param array{dev: int, ino: int} $id
+     * @return array{0: bool, 1: int[]}|null
+     */
+    private function nameableHolders(array $id): ?array
+    {
         $holders = FileSystem::flockHolders($id['dev'], $id['ino']);
         if ($holders === null) {
             return null;
         }
-        if ($recorded !== null && in_array($recorded, $holders, true)) {
-            $holders = array_merge([$recorded], $holders);
-        }
+        $named = [];
         foreach ($holders as $pid) {
-            if ($pid === Process::pid() && $this->isHeld()) {
-                return $pid;
-            }
-            if (Process::alive($pid) && FileSystem::hasOpen($pid, $id['dev'], $id['ino'])) {
-                return $pid;
+            if (($pid === Process::pid() && $this->isHeld()) || (Process::alive($pid) && FileSystem::hasOpen($pid, $id['dev'], $id['ino']))) {
+                $named[] = $pid;
             }
         }
-        return null;
+        return [$holders !== [], $named];
     }
 
     public function path(): string
@@ -285,16 +371,69 @@ final class File implements Lock, \Serializable
      */
     private function writeRecord(): ?string
     {
-        if ($this->shared || !$this->id['writable'] || !$this->holdsOnlyARecordOrNothing()) {
+        $this->written = null;
+        if ($this->shared || !$this->id['writable']) {
             return null;
         }
-        fseek($this->handle, 0);
+        $head = $this->head(false);
+        if ($head === null || ($head !== '' && self::parseRecord($head) === null)) {
+            return null;
+        }
         $record = self::record(Process::pid(), Process::hostname(), time());
-        // PHP's notice is the only place that names the OS error
-        list($written, $reason) = FileSystem::withReason(function () use ($record) {
-            return fwrite($this->handle, $record) === strlen($record) && fflush($this->handle);
+        list($written, $reason) = $this->writeAtStart($record);
+        if ($written) {
+            $this->written = $record;
+            return null;
+        }
+        return $reason === null ? 'unknown error' : $reason;
+    }
+
+    /**
+     * Turns this hold's record into `cronlock free since=…`, while the lock
+     * is still ours, if the file holds exactly what this hold wrote (a job
+     * may have written its own data into it meanwhile). Best effort, as the
+     * holder record: the kernel's list (what holder() reads) is the truth.
+     */
+    private function writeFreeRecord()
+    {
+        $ours = $this->written;
+        $this->written = null;
+        if ($ours !== null && $this->head(false) === $ours) {
+            $this->writeAtStart(self::freeRecord(time()));
+        }
+    }
+
+    /**
+     * Writes $record at offset 0; PHP's notice is the only place that names
+     * the OS error.
+     *
+     * @return array{0: bool, 1: string|null}
+     */
+    private function writeAtStart(string $record): array
+    {
+        return FileSystem::withReason(function () use ($record) {
+            return fseek($this->handle, 0) === 0 && fwrite($this->handle, $record) === strlen($record) && fflush($this->handle);
         });
-        return $written ? null : ($reason === null ? 'unknown error' : $reason);
+    }
+
+    /**
+     * The file's first bytes, as one read of one byte more than a record
+     * sees them (the extension's check): '' for an empty file (a procfs file
+     * that says size 0 reads as its content), a record only when exactly
+     * one. null (or, with $throw, a LockException) when it cannot be read.
+     *
+     * @throws LockException
+     */
+    private function head(bool $throw = true): ?string
+    {
+        $head = fseek($this->handle, 0) === 0 ? fread($this->handle, self::RECORD_LEN + 1) : false;
+        if ($head === false) {
+            if ($throw) {
+                throw $this->osError('cannot read');
+            }
+            return null;
+        }
+        return $head;
     }
 
     /**
@@ -313,56 +452,39 @@ final class File implements Lock, \Serializable
         }
     }
 
-    private function holdsOnlyARecordOrNothing(): bool
-    {
-        clearstatcache(true, $this->path);
-        $st = fstat($this->handle);
-        if ($st === false) {
-            return false;
-        }
-        if ($st['size'] === 0) {
-            // nothing to read too: procfs and sysfs files report size 0 and are not ours to write into
-            if (fseek($this->handle, 0) !== 0) {
-                return false;
-            }
-            $first = fread($this->handle, 1);
-            return $first === '' || $first === false;
-        }
-        if ($st['size'] !== self::RECORD_LEN || fseek($this->handle, 0) !== 0) {
-            return false;
-        }
-        $record = fread($this->handle, self::RECORD_LEN);
-        return is_string($record) && self::parseRecord($record) !== null;
-    }
-
     /**
-     * The pid of a holder record, null unless $record has exactly the shape
-     * record() writes (as the extension's parse_record checks it): anything
+     * A record as the extension's parse_record reads it, null unless $record
+     * has exactly one of the shapes record() and freeRecord() write: anything
      * else, however close, is someone's data, never ours to overwrite or to
-     * believe. A pid beyond 4294967295 (the extension reads a u32) is none either.
+     * believe. 'pid' is null for a free record and for pid 0; a pid beyond
+     * 4294967295 (the extension reads a u32) makes no record.
+     *
+     * @return array{pid: int|null, host: string|null, since: string}|null
      */
-    private static function parseRecord(string $record): ?int
+    private static function parseRecord(string $record): ?array
     {
-        if (strlen($record) !== self::RECORD_LEN || !preg_match(
-            '/\Acronlock pid=([0-9]+) host=[\x21-\x7e]{0,64} since=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z *\n\z/',
-            $record,
-            $m
-        )) {
+        if (strlen($record) !== self::RECORD_LEN) {
+            return null;
+        }
+        $date = '([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)';
+        if (preg_match('/\Acronlock free since=' . $date . ' *\n\z/', $record, $m)) {
+            return ['pid' => null, 'host' => null, 'since' => $m[1]];
+        }
+        if (!preg_match('/\Acronlock pid=([0-9]+) host=([\x21-\x7e]{0,64}) since=' . $date . ' *\n\z/', $record, $m)) {
             return null;
         }
         $digits = ltrim($m[1], '0');
         if (strlen($digits) > 10 || (strlen($digits) === 10 && strcmp($digits, '4294967295') > 0)) {
             return null;
         }
-        return (int) $digits;
+        return ['pid' => $digits === '' ? null : (int) $digits, 'host' => $m[2], 'since' => $m[3]];
     }
 
     /** `cronlock pid=4242 host=web1 since=2026-11-30T14:50:00Z`, space-padded to 128 bytes with a final newline. */
     public static function record(int $pid, string $host, int $since): string
     {
         $host = substr((string) preg_replace('/[^\x21-\x7e]/', '', $host), 0, 64);
-        $text = substr(sprintf('cronlock pid=%d host=%s since=%s', $pid, $host, gmdate('Y-m-d\TH:i:s\Z', $since)), 0, self::RECORD_LEN - 1);
-        return str_pad($text, self::RECORD_LEN - 1, ' ') . "\n";
+        return self::padRecord(sprintf('cronlock pid=%d host=%s since=%s', $pid, $host, gmdate('Y-m-d\TH:i:s\Z', $since)));
     }
 
     /**
@@ -376,24 +498,23 @@ final class File implements Lock, \Serializable
             return null;
         }
         $head = fread($this->handle, self::RECORD_LEN);
-        if (!is_string($head) || !self::parseRecord($head)
-            || !preg_match('/ host=(\S*) since=(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z/', $head, $m)) {
+        $record = is_string($head) ? self::parseRecord($head) : null;
+        if ($record === null || $record['pid'] === null
+            || !preg_match('/\A(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z\z/', $record['since'], $m)) {
             return null;
         }
-        return [self::parseRecord($head), $m[1], gmmktime((int) $m[5], (int) $m[6], (int) $m[7], (int) $m[3], (int) $m[4], (int) $m[2])];
+        return [$record['pid'], $record['host'], gmmktime((int) $m[4], (int) $m[5], (int) $m[6], (int) $m[2], (int) $m[3], (int) $m[1])];
     }
 
-    private function recordedPid(): ?int
+    /** `cronlock free since=2026-11-30T14:52:07Z`, padded as record(). */
+    public static function freeRecord(int $since): string
     {
-        if (fseek($this->handle, 0) !== 0) {
-            throw $this->osError('cannot read');
-        }
-        $head = fread($this->handle, self::RECORD_LEN);
-        if ($head === false) {
-            throw $this->osError('cannot read');
-        }
-        $pid = self::parseRecord($head);
-        return $pid === 0 ? null : $pid;
+        return self::padRecord('cronlock free since=' . gmdate('Y-m-d\TH:i:s\Z', $since));
+    }
+
+    private static function padRecord(string $text): string
+    {
+        return str_pad(substr($text, 0, self::RECORD_LEN - 1), self::RECORD_LEN - 1, ' ') . "\n";
     }
 
     private function osError(string $what): LockException

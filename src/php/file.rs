@@ -4,7 +4,7 @@ use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
 use super::native::{Acquired, Holder, NativeLock};
 use super::options::Options;
-use crate::lock::file::{FileLock, FileOptions};
+use crate::lock::file::{FileLock, FileOptions, Holder as FileHolder};
 use crate::lock::owner::hostname;
 use crate::lock::{shorten, Wait};
 use ext_php_rs::binary::Binary;
@@ -53,6 +53,12 @@ impl File {
 
     pub fn holder_pid(&self) -> PhpResult<Option<i64>> {
         Ok(self.lock.holder_pid()?.map(i64::from))
+    }
+
+    /// "pid 41327 on web1 since 2026-11-30T14:50:00Z", "pid 41327", "an
+    /// unknown process", or null when the kernel lists no holder.
+    pub fn holder(&self) -> PhpResult<Option<String>> {
+        Ok(self.lock.holder()?.map(|holder| holder.to_string()))
     }
 
     /// The bytes of the path: a file name need not be UTF-8.
@@ -136,16 +142,17 @@ impl NativeLock for File {
     }
 
     /// The kernel's holder, with the host and since of the file's record
-    /// when the record names that pid.
+    /// when the record names that pid ([`FileLock::holder`]).
     fn busy_holder(&self) -> Option<Holder> {
-        let pid = self.lock.holder_pid().ok().flatten()?;
-        let recorded = self
-            .lock
-            .recorded_holder()
-            .filter(|(recorded, _, _)| *recorded == pid);
-        let (host, since) = match recorded {
-            Some((_, host, since)) => (host, Some(UNIX_EPOCH + Duration::from_secs(since))),
-            None => (hostname().to_owned(), None),
+        let (pid, host, since) = match self.lock.holder().ok().flatten()? {
+            FileHolder::Recorded { pid, host, since } => (
+                pid,
+                host,
+                crate::lock::report::parse_iso8601_utc(&since)
+                    .map(|secs| UNIX_EPOCH + Duration::from_secs(secs)),
+            ),
+            FileHolder::Pid(pid) => (pid, hostname().to_owned(), None),
+            FileHolder::Unknown => return None,
         };
         let host = shorten(&host);
         Some(Holder {

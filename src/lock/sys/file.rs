@@ -7,15 +7,18 @@
 //!   FIFO or a device put at the path cannot hang the open);
 //! - a file that exists but is not writable for us is still lockable: the
 //!   open falls back to read-only (flock(2) works on any descriptor);
-//! - a path's identity is read with lstat, never through a symlink, and a
-//!   file's with fstat on the descriptor we lock, so what we compare is what
-//!   we hold;
-//! - there is no blocking flock: a blocking flock(2) is restarted after a
-//!   signal (SA_RESTART), so PHP's signal handlers would wait with it;
+//! - a path's identity is read without following a final symlink, and a
+//!   file's from the descriptor we lock, so what we compare is what we hold;
+//!   both ask for no timestamps (see `platform::stat_id`), which keeps the
+//!   next write of the holder record cheap;
+//! - a blocking flock(2) is only ever entered with a wake-up armed
+//!   (`wake::Wakeups`): on its own it is restarted after a signal
+//!   (SA_RESTART), so PHP's signal handlers would wait with it;
 //! - filesystems where flock(2) is unreliable (NFS, SMB, ...) are named, so
 //!   the lock can refuse them (the platform file tells them apart).
 
 use super::platform;
+use super::stat::{self, Stat};
 use parking_lot::Mutex;
 use std::ffi::CString;
 use std::fs::File;
@@ -91,36 +94,21 @@ pub fn open_lock_file(path: &CString, mode: u32) -> io::Result<(File, bool)> {
     Ok((unsafe { File::from_raw_fd(fd) }, false))
 }
 
-fn file_id(st: &libc::stat) -> FileId {
+fn file_id(st: &Stat) -> FileId {
     FileId {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        uid: st.st_uid,
+        dev: st.dev,
+        ino: st.ino,
+        uid: st.uid,
     }
 }
 
-fn fstat(file: &File) -> io::Result<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `st` is a valid out-pointer for one `struct stat`.
-    if unsafe { libc::fstat(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstat succeeded and filled `st`.
-    Ok(unsafe { st.assume_init() })
-}
-
-/// The open file's size now (not cached: someone may rewrite it any time).
-pub fn file_size(file: &File) -> io::Result<u64> {
-    Ok(fstat(file)?.st_size as u64)
-}
-
-/// fstat: the open file's identity, or an error if it is not a regular file.
+/// The open file's identity, or an error if it is not a regular file.
 pub fn regular_file_id(file: &File) -> io::Result<FileId> {
-    let st = fstat(file)?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    let st = platform::stat_fd(file.as_raw_fd())?;
+    if st.mode & libc::S_IFMT != libc::S_IFREG {
         return Err(io::Error::other(format!(
             "not a regular file (it is {})",
-            kind_name(st.st_mode)
+            kind_name(st.mode)
         )));
     }
     Ok(file_id(&st))
@@ -138,27 +126,17 @@ fn kind_name(mode: libc::mode_t) -> &'static str {
     }
 }
 
-fn lstat(path: &CString) -> io::Result<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `path` is NUL-terminated and `st` a valid out-pointer.
-    if unsafe { libc::lstat(path.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: lstat succeeded and filled `st`.
-    Ok(unsafe { st.assume_init() })
-}
-
-/// lstat: what the path names now (a lock file can be unlinked or replaced
-/// behind our back, e.g. by a tmp cleaner).
+/// What the path names now, a final symlink not followed (a lock file can
+/// be unlinked or replaced behind our back, e.g. by a tmp cleaner).
 pub fn path_id(path: &CString) -> io::Result<FileId> {
-    Ok(file_id(&lstat(path)?))
+    Ok(file_id(&platform::stat_path(path)?))
 }
 
 /// A directory as lstat sees it (a symlink is not followed): its owner and
 /// permission bits, or `None` when the path is not a directory.
 pub fn dir_owner_and_mode(path: &Path) -> io::Result<Option<(u32, u32)>> {
-    let st = lstat(&c_path(path)?)?;
-    Ok((st.st_mode & libc::S_IFMT == libc::S_IFDIR).then_some((st.st_uid, st.st_mode & 0o7777)))
+    let st = stat::lstat(&c_path(path)?)?;
+    Ok((st.mode & libc::S_IFMT == libc::S_IFDIR).then_some((st.uid, st.mode & 0o7777)))
 }
 
 /// mkdir(2) with exactly `mode` (umask does not apply: it is fixed after).
@@ -189,9 +167,7 @@ pub fn may_write_dir(dir: &Path) -> bool {
 
 /// One non-blocking try: flock(LOCK_EX|LOCK_NB), or LOCK_SH when `shared`
 /// (std's file locks are flock(2) on Linux, so util-linux `flock(1)` and
-/// PHP's `flock()` see them). `Ok(false)`: held elsewhere. There is no
-/// blocking variant on purpose: a blocking flock(2) is restarted after a
-/// signal (SA_RESTART), so PHP's signal handlers would wait with it.
+/// PHP's `flock()` see them). `Ok(false)`: held elsewhere.
 pub fn try_flock(file: &File, shared: bool) -> io::Result<bool> {
     let tried = if shared {
         file.try_lock_shared()
@@ -203,6 +179,24 @@ pub fn try_flock(file: &File, shared: bool) -> io::Result<bool> {
         Err(std::fs::TryLockError::WouldBlock) => Ok(false),
         Err(std::fs::TryLockError::Error(err)) => Err(err),
     }
+}
+
+/// A blocking flock(2), as `flock -w` waits: the kernel lists the waiter
+/// (/proc/locks, lslocks) and hands it the lock the moment it is free.
+/// `Ok(false)`: a signal interrupted it (EINTR), which only a handler
+/// without SA_RESTART does; arm [`super::Wakeups`] first, or a wait could
+/// outlast its deadline and PHP's signal handlers.
+pub fn lock_blocking(file: &File, shared: bool) -> io::Result<bool> {
+    let how = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
+    // SAFETY: flock(2) on a descriptor `file` owns.
+    if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() == io::ErrorKind::Interrupted {
+        return Ok(false);
+    }
+    Err(err)
 }
 
 pub fn unlock(file: &File) -> io::Result<()> {

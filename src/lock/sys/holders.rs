@@ -15,8 +15,12 @@ use super::platform;
 use std::io;
 
 /// Pids of the processes holding a flock(2) lock on the file, as the kernel
-/// reports them (/proc/locks); `None` when that cannot be read.
-pub fn kernel_flock_holders(id: FileId) -> Option<Vec<u32>> {
+/// reports them (/proc/locks).
+///
+/// # Errors
+///
+/// Why the kernel cannot be asked (no /proc/locks).
+pub fn kernel_flock_holders(id: FileId) -> io::Result<Vec<u32>> {
     platform::flock_holders(id.dev, id.ino)
 }
 

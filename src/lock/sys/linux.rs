@@ -6,11 +6,25 @@
 //!   and inode (inode numbers alone repeat across filesystems: every tmpfs
 //!   counts from 2);
 //! - a fork child's copy of a lock descriptor is replaced atomically and
-//!   close-on-exec (dup3), so the number stays valid for its owner's close.
+//!   close-on-exec (dup3), so the number stays valid for its owner's close;
+//! - a file's identity is read with statx(2) asking for no timestamps: a
+//!   stat that reads ctime/mtime marks them seen (multigrain timestamps,
+//!   Linux 6.13+), and the next write of the holder record must then store
+//!   a fine-grained time and dirty the inode in the journal (measured on
+//!   ext4: about a third of the cycle); fstat/lstat where statx is missing;
+//! - a wake-up timer signals this thread alone (SIGEV_THREAD_ID), never
+//!   another thread of the process that happens to run;
+//! - statx and the timers are raw system calls, so the library needs no
+//!   newer glibc than the rest of it (timer_create moved into libc proper
+//!   only in glibc 2.34).
 
+use super::stat::{self, Stat};
+use std::ffi::CStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Where this process's open descriptors are listed.
 pub const FD_DIRS: &[&str] = &["/proc/self/fd", "/dev/fd"];
@@ -43,10 +57,14 @@ pub fn fs_with_unreliable_flock(file: &File) -> io::Result<Option<&'static str>>
 }
 
 /// Pids of the processes holding a flock(2) lock on the file `dev`/`ino`,
-/// as the kernel reports them in /proc/locks; `None` when that cannot be
-/// read.
-pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<u32>> {
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
+/// as the kernel reports them in /proc/locks (waiters, `->`, are not
+/// holders).
+///
+/// # Errors
+///
+/// Why /proc/locks cannot be read (no /proc mounted).
+pub fn flock_holders(dev: u64, ino: u64) -> io::Result<Vec<u32>> {
+    let text = std::fs::read_to_string("/proc/locks")?;
     let wanted = format!(
         "{:02x}:{:02x}:{}",
         libc::major(dev as libc::dev_t),
@@ -70,7 +88,7 @@ pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<u32>> {
             holders.push(pid);
         }
     }
-    Some(holders)
+    Ok(holders)
 }
 
 /// Whether `pid` lives and has a descriptor open on the file `dev`/`ino`
@@ -86,6 +104,140 @@ pub fn has_file_open(pid: u32, dev: u64, ino: u64) -> Option<bool> {
             meta.dev() == dev && meta.ino() == ino
         })
     }))
+}
+
+/// Set once statx(2) turned out to be missing (ENOSYS; EPERM from a
+/// seccomp filter that does not know it): fstat/lstat from then on.
+static NO_STATX: AtomicBool = AtomicBool::new(false);
+
+fn statx(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> Option<io::Result<Stat>> {
+    if NO_STATX.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    let mask = libc::STATX_TYPE | libc::STATX_INO | libc::STATX_UID;
+    // SAFETY: statx(2) with a NUL-terminated path and a valid out-pointer
+    // for one `struct statx`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            dirfd,
+            path.as_ptr(),
+            flags,
+            mask,
+            sx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        if matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
+            NO_STATX.store(true, Ordering::Relaxed);
+            return None;
+        }
+        return Some(Err(err));
+    }
+    // SAFETY: statx succeeded and filled `sx`.
+    let sx = unsafe { sx.assume_init() };
+    Some(Ok(Stat {
+        dev: libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
+        ino: sx.stx_ino,
+        uid: sx.stx_uid,
+        mode: libc::mode_t::from(sx.stx_mode),
+    }))
+}
+
+/// The open file's identity, owner and type.
+pub fn stat_fd(fd: RawFd) -> io::Result<Stat> {
+    statx(fd, c"", libc::AT_EMPTY_PATH).unwrap_or_else(|| stat::fstat(fd))
+}
+
+/// What `path` names, a final symlink not followed.
+pub fn stat_path(path: &CStr) -> io::Result<Stat> {
+    statx(libc::AT_FDCWD, path, libc::AT_SYMLINK_NOFOLLOW).unwrap_or_else(|| stat::lstat(path))
+}
+
+/// A [`ThreadTimer`] can signal one thread: blocking waits need not poll.
+pub const THREAD_TIMERS: bool = true;
+
+/// The realtime signals a wake-up may use, the preferred first: from the
+/// top down, never SIGRTMIN itself (PHP's ZTS timeouts use it).
+pub fn wake_signals() -> impl Iterator<Item = libc::c_int> {
+    ((libc::SIGRTMIN() + 1)..=libc::SIGRTMAX()).rev()
+}
+
+/// A POSIX timer that sends a signal to this thread alone
+/// (SIGEV_THREAD_ID), deleted when dropped.
+#[derive(Debug)]
+pub struct ThreadTimer(libc::c_int);
+
+impl ThreadTimer {
+    /// # Errors
+    ///
+    /// What timer_create(2) says (EAGAIN: too many timers).
+    pub fn new(signo: libc::c_int) -> io::Result<ThreadTimer> {
+        // SAFETY: an all-zero sigevent is a valid value to fill in.
+        let mut event: libc::sigevent = unsafe { std::mem::zeroed() };
+        event.sigev_notify = libc::SIGEV_THREAD_ID;
+        event.sigev_signo = signo;
+        // SAFETY: gettid(2) cannot fail.
+        event.sigev_notify_thread_id = unsafe { libc::syscall(libc::SYS_gettid) } as libc::c_int;
+        let mut id: libc::c_int = 0;
+        // SAFETY: the kernel's timer_create(2) with a filled sigevent and
+        // a valid out-pointer for its timer id (an int).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_timer_create,
+                libc::CLOCK_MONOTONIC,
+                &mut event as *mut libc::sigevent,
+                &mut id as *mut libc::c_int,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ThreadTimer(id))
+    }
+
+    /// Fires after `every`, then every `every` again, until re-armed or
+    /// dropped (a tick lost while the thread was not blocked is followed
+    /// by another).
+    ///
+    /// # Errors
+    ///
+    /// What timer_settime(2) says (it does not fail on a live timer).
+    pub fn arm(&self, every: Duration) -> io::Result<()> {
+        let every = libc::timespec {
+            tv_sec: every.as_secs() as libc::time_t,
+            tv_nsec: every.subsec_nanos() as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: every,
+            it_value: every,
+        };
+        // SAFETY: the kernel's timer_settime(2) on our timer id with a
+        // valid itimerspec and no old value wanted.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_timer_settime,
+                self.0,
+                0,
+                &spec as *const libc::itimerspec,
+                std::ptr::null_mut::<libc::itimerspec>(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ThreadTimer {
+    fn drop(&mut self) {
+        // SAFETY: deletes our own timer id, once; any expiry it made is
+        // delivered on the way out of this call (the signal is unblocked).
+        unsafe { libc::syscall(libc::SYS_timer_delete, self.0) };
+    }
 }
 
 /// One getrandom(2) call: how many bytes of `buf` it filled, or -1.
