@@ -21,7 +21,6 @@ use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
-use ext_php_rs::zend::ExecutorGlobals;
 use std::cell::RefCell;
 
 #[php_class]
@@ -82,7 +81,7 @@ impl Database {
     pub fn renew(&mut self, ttl: NullableFloat) -> PhpResult<bool> {
         let _ = ttl;
         let renewed = self.lock.renew(self.session.get_mut());
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             return Ok(false);
         }
         Ok(renewed?)
@@ -90,7 +89,7 @@ impl Database {
 
     pub fn release(&mut self) -> PhpResult<bool> {
         let released = self.lock.release(self.session.get_mut());
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             return Ok(false);
         }
         Ok(released?)
@@ -126,7 +125,7 @@ impl Database {
     fn acquire_waiting(&mut self, wait: Wait) -> PhpResult<bool> {
         let session = self.session.get_mut();
         let acquired = self.lock.acquire(session, wait);
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             // A signal handler threw (or called exit()) during a PDO call:
             // that exception propagates; the lock is not taken.
             engine::with_exception_set_aside(|| self.lock.abandon(session));
@@ -144,7 +143,7 @@ impl NativeLock for Database {
     fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<Acquired> {
         // Its PDO calls may run a signal handler that throws or exit()s.
         let got = self.acquire_waiting(wait)?;
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             return Ok(Acquired::Threw);
         }
         Ok(if got {

@@ -33,7 +33,7 @@ use ext_php_rs::convert::IntoZval;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::{ClassEntry, ExecutorGlobals};
-use statements::{call, exception_message, sql_error, Statements};
+use statements::{call, exception_message, long, sql_error, Statements};
 
 const PDO_ATTR_ERRMODE: i64 = 3;
 const PDO_ERRMODE_SILENT: i64 = 0;
@@ -41,6 +41,7 @@ const PDO_ERRMODE_EXCEPTION: i64 = 2;
 const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
 const PDO_ATTR_DRIVER_NAME: i64 = 16;
 const PDO_ATTR_PERSISTENT: i64 = 12;
+const PDO_MYSQL_ATTR_USE_BUFFERED_QUERY: i64 = 1000;
 const MYSQLND_READ_TIMEOUT: &str = "mysqlnd.net_read_timeout";
 
 /// The connection of a lock: the user's PDO, or one of its own.
@@ -87,7 +88,7 @@ impl Drop for OpenPdo {
             // pdo_pgsql deallocates each statement prepared on the server, a
             // round trip each: watched like any statement.
             let watch = database::watch_statement(&self.fds, None, None);
-            self.statements = Statements::new(false);
+            self.statements = Statements::own(false);
             drop(watch);
             for &fd in &self.fds {
                 database::untrack_connection_fd(fd);
@@ -122,7 +123,7 @@ impl PdoSession {
         Ok(PdoSession {
             dialect,
             connection: Connection::User(UserPdo {
-                statements: Statements::new(false),
+                statements: Statements::users(),
                 pdo: pdo.shallow_clone(),
             }),
             label: format!("{}, the PDO given", dialect.product()),
@@ -255,7 +256,7 @@ impl Session for PdoSession {
         let Ok(link) = self.link() else {
             return false;
         };
-        call(link.pdo, "inTransaction", vec![], link.secrets)
+        call(link.pdo, "intransaction", &[], link.secrets)
             .ok()
             .and_then(|t| t.bool())
             .unwrap_or(false)
@@ -302,16 +303,14 @@ impl PdoSession {
             .map(|fds| database::watch_statement(fds, slice, super::shim::vm_interrupt_flag()));
         // PDO cannot be called while an exception is pending (the
         // request-shutdown sweep, cron_guard()'s way out of a throwing job).
-        let result = if ExecutorGlobals::has_exception() {
+        let result = if engine::exception_pending() {
             engine::with_exception_set_aside(|| query_silently(link, sql, params))
         } else {
             query_silently(link, sql, params)
         };
-        if let Some(watch) = watch {
-            if let Err(cut) = watch.finish(dialect) {
-                self.disconnect();
-                return Err(cut);
-            }
+        if let Some(Err(cut)) = watch.map(|watch| watch.finish(dialect)) {
+            self.disconnect();
+            return Err(cut);
         }
         result
     }
@@ -342,14 +341,14 @@ fn query_silently(link: Link<'_>, sql: &str, params: &[&str]) -> Result<Vec<Valu
     } = link;
     // A connection of our own is always in silent mode.
     let user_mode = if watched.is_none() {
-        let mode = call(pdo, "getAttribute", vec![&PDO_ATTR_ERRMODE], secrets)?
+        let mode = call(pdo, "getattribute", &[long(PDO_ATTR_ERRMODE)], secrets)?
             .long()
             .unwrap_or(PDO_ERRMODE_EXCEPTION);
         if mode != PDO_ERRMODE_SILENT {
             call(
                 pdo,
-                "setAttribute",
-                vec![&PDO_ATTR_ERRMODE, &PDO_ERRMODE_SILENT],
+                "setattribute",
+                &[long(PDO_ATTR_ERRMODE), long(PDO_ERRMODE_SILENT)],
                 secrets,
             )?;
         }
@@ -359,8 +358,15 @@ fn query_silently(link: Link<'_>, sql: &str, params: &[&str]) -> Result<Vec<Valu
     };
     let result = statements.run(pdo, sql, params, secrets);
     if let Some(mode) = user_mode.filter(|&mode| mode != PDO_ERRMODE_SILENT) {
-        let restore = || call(pdo, "setAttribute", vec![&PDO_ATTR_ERRMODE, &mode], secrets);
-        let restored = if ExecutorGlobals::has_exception() {
+        let restore = || {
+            call(
+                pdo,
+                "setattribute",
+                &[long(PDO_ATTR_ERRMODE), long(mode)],
+                secrets,
+            )
+        };
+        let restored = if engine::exception_pending() {
             engine::with_exception_set_aside(restore)
         } else {
             restore()
@@ -426,6 +432,11 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
         // that is not emulated as a whole.
         let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, false);
     }
+    if dialect.driver() == "mysql" {
+        // Buffered whatever the user passed: a kept statement's result is
+        // not closed after its row is read (pdo/statements.rs).
+        let _ = options.insert_at_index(PDO_MYSQL_ATTR_USE_BUFFERED_QUERY, true);
+    }
     let pdo = ZendObject::new(class)
         .into_zval(false)
         .map_err(|err| fail(format!("cannot create a PDO: {err}")))?;
@@ -462,7 +473,7 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
         database::track_connection_fd(fd);
     }
     let open = OpenPdo {
-        statements: Statements::new(own.server_statements),
+        statements: Statements::own(own.server_statements),
         pdo,
         fds,
         opened_by: Owner::this_process(),

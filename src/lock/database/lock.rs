@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::lock::owner::{current_pid, Owner};
 use crate::lock::registry::{ObjectId, Registry};
 use crate::lock::{interrupted, shorten, Refusal, Wait};
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Longest single blocking wait on the server, so that PHP signal handlers
@@ -37,10 +38,11 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// What the server says about the connection we talk on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SessionInfo {
-    /// Which server (and PostgreSQL database) the connection reaches: two
-    /// objects on the same server and name in one thread must not wait on
-    /// each other.
-    server: String,
+    /// The lock on the server the connection reaches: two objects on the
+    /// same server and name in one thread must not wait on each other.
+    /// Shared with this thread's [`HELD`] registry while held (no copy per
+    /// acquire).
+    held_name: Rc<HeldName>,
     /// MySQL `CONNECTION_ID()`, PostgreSQL `pg_backend_pid()`.
     id: i64,
 }
@@ -54,20 +56,17 @@ struct Granted {
 /// What names a held lock in this thread's [`HELD`] registry.
 #[derive(Debug, PartialEq, Eq)]
 struct HeldName {
+    /// Which server (and PostgreSQL database).
     server: String,
     target: Target,
 }
 
 thread_local! {
-    static HELD: Registry<HeldName> = const { Registry::new() };
+    static HELD: Registry<Rc<HeldName>> = const { Registry::new() };
 }
 
-fn held_elsewhere(server: &str, target: &Target, object: ObjectId) -> bool {
-    HELD.with(|held| {
-        held.held_by_another(object, |name| {
-            name.server == server && name.target == *target
-        })
-    })
+fn held_elsewhere(name: &HeldName, object: ObjectId) -> bool {
+    HELD.with(|held| held.held_by_another(object, |held| **held == *name))
 }
 
 /// The lock state of one `CronLock\Database` object.
@@ -131,7 +130,7 @@ impl DatabaseLock {
     pub fn held_by_another_object(&self) -> bool {
         self.info
             .as_ref()
-            .is_some_and(|info| held_elsewhere(&info.server, &self.target, self.object))
+            .is_some_and(|info| held_elsewhere(&info.held_name, self.object))
     }
 
     /// What this object believes: acquired in this process, not released,
@@ -192,7 +191,7 @@ impl DatabaseLock {
             }
             Err(err) => return Err(self.error(session, "cannot reach", &err)),
         };
-        if held_elsewhere(&info.server, &self.target, self.object) {
+        if held_elsewhere(&info.held_name, self.object) {
             if wait == Wait::Once {
                 self.refusal = Some(Refusal::HeldByThisThread);
                 return Ok(false);
@@ -216,10 +215,7 @@ impl DatabaseLock {
     fn finish_acquire(&mut self, acquired: bool, info: &SessionInfo) -> bool {
         if acquired {
             self.granted = Some(Granted { session: info.id });
-            let name = HeldName {
-                server: info.server.clone(),
-                target: self.target.clone(),
-            };
+            let name = Rc::clone(&info.held_name);
             HELD.with(|held| held.register(self.object, name));
         }
         acquired
@@ -421,7 +417,10 @@ impl DatabaseLock {
         }
         let row = session.query(self.dialect.session_info_sql(), &[])?;
         let info = SessionInfo {
-            server: row.first().and_then(Value::text).unwrap_or_default(),
+            held_name: Rc::new(HeldName {
+                server: row.first().and_then(Value::text).unwrap_or_default(),
+                target: self.target.clone(),
+            }),
             id: row.get(1).and_then(Value::int).unwrap_or(-1),
         };
         if !session.owns_connection() {

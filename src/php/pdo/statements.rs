@@ -18,14 +18,17 @@
 //! - parameters are sent again only when they change (an `execute()`
 //!   without arguments reuses the ones bound), and after a failed execute
 //!   always;
-//! - every result is read to its end (`fetchAll`), so an unbuffered MySQL
-//!   connection is free for the user's next query;
+//! - on the user's PDO every result is closed after its row is read, so an
+//!   unbuffered MySQL connection is free for their next query (the lock's
+//!   own connection is always buffered);
 //! - the kept statements live and die with their connection (their owner
 //!   drops them before the PDO), and a PHP exception that is not PDO's
 //!   (thrown by a signal handler, or `exit()`) is left pending for PHP.
 
 use crate::lock::database::{SqlError, Value};
-use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
+use crate::php::engine;
+use ext_php_rs::convert::IntoZval;
+use ext_php_rs::ffi;
 use ext_php_rs::types::{ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::{ClassEntry, ExecutorGlobals};
 
@@ -42,6 +45,9 @@ pub struct Statements {
     /// A statement run again may be prepared on the server: a connection of
     /// the lock's own that has not refused one.
     on_server: bool,
+    /// Results are closed after their row is read: the user's PDO, which
+    /// may be unbuffered (the lock's own connection is buffered).
+    close_cursors: bool,
 }
 
 struct Kept {
@@ -52,15 +58,41 @@ struct Kept {
     bound: Option<Vec<String>>,
     /// Prepared on the server (otherwise emulated by PDO).
     on_server: bool,
+    /// Its class's `execute()` and `fetch()`, looked up once.
+    execute: Method,
+    fetch: Method,
+}
+
+impl Kept {
+    fn new(sql: &str, statement: Zval, on_server: bool) -> Option<Kept> {
+        Some(Kept {
+            execute: Method::of(&statement, "execute")?,
+            fetch: Method::of(&statement, "fetch")?,
+            sql: sql.to_owned(),
+            statement,
+            bound: None,
+            on_server,
+        })
+    }
 }
 
 impl Statements {
-    /// `on_server`: whether statements run again may be prepared on the
-    /// server (only on a connection of the lock's own).
-    pub fn new(on_server: bool) -> Self {
+    /// On the user's PDO: emulated statements only, results closed.
+    pub fn users() -> Self {
+        Statements {
+            kept: Vec::new(),
+            on_server: false,
+            close_cursors: true,
+        }
+    }
+
+    /// On a connection of the lock's own (buffered): `on_server`, whether
+    /// statements run again may be prepared on the server.
+    pub fn own(on_server: bool) -> Self {
         Statements {
             kept: Vec::new(),
             on_server,
+            close_cursors: false,
         }
     }
 
@@ -84,10 +116,11 @@ impl Statements {
             .as_ref()
             .is_some_and(|bound| bound.iter().map(String::as_str).eq(params.iter().copied()));
         let executed = if unchanged {
-            call(&kept.statement, "execute", vec![], secrets)
+            invoke(&kept.statement, kept.execute, &[], secrets)
         } else {
             let owned: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-            let executed = call(&kept.statement, "execute", vec![&owned], secrets);
+            let array = owned.clone().into_zval(false).unwrap_or_default();
+            let executed = invoke(&kept.statement, kept.execute, &[array], secrets);
             kept.bound = Some(owned);
             executed
         };
@@ -102,15 +135,19 @@ impl Statements {
                 return Err(err);
             }
         }
-        let rows = call(&kept.statement, "fetchAll", vec![&PDO_FETCH_NUM], secrets)?;
-        match rows
-            .array()
-            .and_then(|rows| rows.values().next())
-            .and_then(Zval::array)
-        {
-            Some(row) => Ok(row.values().map(value).collect()),
+        let row = invoke(&kept.statement, kept.fetch, &[long(PDO_FETCH_NUM)], secrets)?;
+        if self.close_cursors {
+            // An unbuffered MySQL result holds the connection until read to
+            // its end.
+            call(&kept.statement, "closecursor", &[], secrets)?;
+        }
+        match row.array() {
+            // FETCH_NUM: keys 0, 1, ... (faster than iterating the hash).
+            Some(row) => Ok((0..row.len())
+                .map(|at| row.get_index(at as i64).map_or(Value::Null, value))
+                .collect()),
             None => {
-                // No row, or an error.
+                // false: no row, or an error.
                 let error = error_info(&kept.statement, secrets);
                 if error.sqlstate == "00000" || error.sqlstate.is_empty() {
                     Ok(Vec::new())
@@ -132,15 +169,8 @@ impl Statements {
         if let Some(at) = self.kept.iter().position(|kept| kept.sql == sql) {
             if self.on_server && !self.kept[at].on_server {
                 match prepare(pdo, sql, false, secrets) {
-                    Ok(statement) => {
-                        self.kept[at] = Kept {
-                            sql: sql.to_owned(),
-                            statement,
-                            bound: None,
-                            on_server: true,
-                        };
-                    }
-                    Err(err) if ExecutorGlobals::has_exception() => return Err(err),
+                    Ok(kept) => self.kept[at] = kept,
+                    Err(err) if engine::exception_pending() => return Err(err),
                     // Refused: the emulated statement still works (and
                     // reports a lost connection itself).
                     Err(_) => self.on_server = false,
@@ -148,33 +178,28 @@ impl Statements {
             }
             return Ok(at);
         }
-        let statement = prepare(pdo, sql, true, secrets)?;
+        let kept = prepare(pdo, sql, true, secrets)?;
         if self.kept.len() == KEPT_MAX {
             self.kept.remove(0);
         }
-        self.kept.push(Kept {
-            sql: sql.to_owned(),
-            statement,
-            bound: None,
-            on_server: false,
-        });
+        self.kept.push(kept);
         Ok(self.kept.len() - 1)
     }
 }
 
-/// `$pdo->prepare($sql, [PDO::ATTR_EMULATE_PREPARES => $emulated])`.
-fn prepare(pdo: &Zval, sql: &str, emulated: bool, secrets: &[String]) -> Result<Zval, SqlError> {
-    let statement = call(
-        pdo,
-        "prepare",
-        vec![&sql, &prepare_options(emulated)],
-        secrets,
-    )?;
-    if statement.is_object() {
-        Ok(statement)
-    } else {
-        Err(error_info(pdo, secrets))
+/// `$pdo->prepare($sql, [PDO::ATTR_EMULATE_PREPARES => $emulated])`, kept.
+fn prepare(pdo: &Zval, sql: &str, emulated: bool, secrets: &[String]) -> Result<Kept, SqlError> {
+    let text = sql.into_zval(false).unwrap_or_default();
+    let statement = call(pdo, "prepare", &[text, prepare_options(emulated)], secrets)?;
+    if !statement.is_object() {
+        return Err(error_info(pdo, secrets));
     }
+    Kept::new(sql, statement, !emulated).ok_or_else(|| SqlError {
+        sqlstate: "HY000".to_owned(),
+        code: None,
+        message: "PDO::prepare() made no PDOStatement".to_owned(),
+        connecting: false,
+    })
 }
 
 /// `prepare()`'s options for an emulated statement (one round trip, nothing
@@ -204,21 +229,88 @@ fn value(zval: &Zval) -> Value {
     }
 }
 
-/// A method call on a PDO or PDOStatement. The engine reports an exception
-/// the callee threw only through EG(exception): a PDOException is taken
-/// here and turned into an [`SqlError`]; any other (thrown by a signal
-/// handler, or `exit()`) is left pending for PHP.
+/// A method of a PDO or PDOStatement's class, looked up once.
+#[derive(Clone, Copy)]
+struct Method(*mut ffi::zend_function);
+
+impl Method {
+    /// `name` in lower case (the engine's function tables are keyed so).
+    fn of(object: &Zval, name: &str) -> Option<Method> {
+        let target = object.object()?;
+        // SAFETY: the class entry of a live object, its function table read
+        // with the key the engine stores.
+        unsafe {
+            let found = ffi::zend_hash_str_find(
+                &raw const (*target.ce).function_table,
+                name.as_ptr().cast(),
+                name.len(),
+            );
+            (!found.is_null()).then(|| Method((*found).value.ptr.cast()))
+        }
+    }
+}
+
+/// A method call on a PDO or PDOStatement: `method` is its name in lower
+/// case (the engine's function tables are keyed so), `args` its arguments.
+/// (ext-php-rs's `try_call_method` lowercases the name and copies the
+/// arguments into two vectors on every call: a tenth of a lock cycle.)
 ///
 /// # Errors
 ///
-/// The PDOException as an [`SqlError`], or the call's own failure.
+/// As for [`invoke`], and when there is no such method.
 pub fn call(
     object: &Zval,
     method: &str,
-    args: Vec<&dyn IntoZvalDyn>,
+    args: &[Zval],
     secrets: &[String],
 ) -> Result<Zval, SqlError> {
-    let result = object.try_call_method(method, args);
+    match Method::of(object, method) {
+        Some(found) => invoke(object, found, args, secrets),
+        None => Err(SqlError {
+            sqlstate: "HY000".to_owned(),
+            code: None,
+            message: format!("PDO::{method}() could not be called"),
+            connecting: false,
+        }),
+    }
+}
+
+/// Calls `method`, found on `object`'s class. The engine reports an
+/// exception the callee threw only through EG(exception): a PDOException is
+/// taken here and turned into an [`SqlError`]; any other (thrown by a
+/// signal handler, or `exit()`) is left pending for PHP.
+///
+/// # Errors
+///
+/// The PDOException as an [`SqlError`].
+fn invoke(
+    object: &Zval,
+    method: Method,
+    args: &[Zval],
+    secrets: &[String],
+) -> Result<Zval, SqlError> {
+    let mut retval = Zval::new();
+    if let Some(target) = object.object() {
+        // SAFETY: a method of the object's own class (`Method::of`, on this
+        // object or one of the same class that the caller keeps alive),
+        // called on it as the engine calls one, with initialised zvals that
+        // outlive the call (the engine copies them into the frame) and a
+        // fresh return value. At most a handful of arguments.
+        unsafe {
+            ffi::zend_call_known_function(
+                method.0,
+                std::ptr::from_ref(target).cast_mut(),
+                target.ce,
+                &raw mut retval,
+                args.len() as u32,
+                args.as_ptr().cast_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
+    if !engine::exception_pending() {
+        return Ok(retval);
+    }
     if let Some(exception) = ExecutorGlobals::get().exception() {
         if !is_pdo_exception(exception) {
             return Err(SqlError {
@@ -228,20 +320,21 @@ pub fn call(
                 connecting: false,
             });
         }
-        let exception = ExecutorGlobals::take_exception().expect("pending");
-        return Err(sql_error(&exception, false, secrets));
     }
-    result.map_err(|err| SqlError {
-        sqlstate: "HY000".to_owned(),
-        code: None,
-        message: format!("PDO::{method}() could not be called: {err}"),
-        connecting: false,
-    })
+    let exception = ExecutorGlobals::take_exception().expect("pending");
+    Err(sql_error(&exception, false, secrets))
+}
+
+/// An integer argument.
+pub fn long(value: i64) -> Zval {
+    let mut zval = Zval::new();
+    zval.set_long(value);
+    zval
 }
 
 /// errorInfo() of a PDO or PDOStatement: [SQLSTATE, driver code, text].
 pub fn error_info(object: &Zval, secrets: &[String]) -> SqlError {
-    let info = call(object, "errorInfo", vec![], secrets).ok();
+    let info = call(object, "errorinfo", &[], secrets).ok();
     let info = info.as_ref().and_then(Zval::array);
     let sqlstate = info
         .and_then(|i| i.get_index(0))
