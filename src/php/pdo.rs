@@ -41,7 +41,9 @@ const PDO_ERRMODE_EXCEPTION: i64 = 2;
 const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
 const PDO_ATTR_DRIVER_NAME: i64 = 16;
 const PDO_ATTR_PERSISTENT: i64 = 12;
+const PDO_ATTR_AUTOCOMMIT: i64 = 0;
 const PDO_MYSQL_ATTR_USE_BUFFERED_QUERY: i64 = 1000;
+const PDO_MYSQL_ATTR_FOUND_ROWS: i64 = 1005;
 const MYSQLND_READ_TIMEOUT: &str = "mysqlnd.net_read_timeout";
 
 /// The connection of a lock: the user's PDO, or one of its own.
@@ -240,7 +242,9 @@ impl PdoSession {
 
 impl Session for PdoSession {
     fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Value>, SqlError> {
-        self.run(sql, params, None)
+        self.run(None, |statements, pdo, secrets| {
+            statements.run(pdo, sql, params, secrets)
+        })
     }
 
     fn wait_query(
@@ -249,17 +253,30 @@ impl Session for PdoSession {
         params: &[&str],
         slice: std::time::Duration,
     ) -> Result<Vec<Value>, SqlError> {
-        self.run(sql, params, Some(slice))
+        self.run(Some(slice), |statements, pdo, secrets| {
+            statements.run(pdo, sql, params, secrets)
+        })
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&str]) -> Result<u64, SqlError> {
+        self.run(None, |statements, pdo, secrets| {
+            statements.count(pdo, sql, params, secrets)
+        })
     }
 
     fn in_transaction(&mut self) -> bool {
+        let mysql = self.dialect.driver() == "mysql";
         let Ok(link) = self.link() else {
             return false;
         };
-        call(link.pdo, "intransaction", &[], link.secrets)
-            .ok()
-            .and_then(|t| t.bool())
-            .unwrap_or(false)
+        let asked = |method: &str, args: &[Zval]| {
+            call(link.pdo, method, args, link.secrets)
+                .ok()
+                .and_then(|answer| answer.bool())
+        };
+        // Only pdo_mysql knows autocommit (pdo_pgsql has no such attribute).
+        asked("intransaction", &[]).unwrap_or(false)
+            || (mysql && asked("getattribute", &[long(PDO_ATTR_AUTOCOMMIT)]) == Some(false))
     }
 
     fn owns_connection(&self) -> bool {
@@ -286,16 +303,17 @@ impl Session for PdoSession {
 }
 
 impl PdoSession {
-    /// One statement; on a connection of the lock's own it is watched (see
+    /// One statement (`statement`, run on the connection's kept
+    /// statements); on a connection of the lock's own it is watched (see
     /// [`database::watch_statement`]), so a server that stops answering
     /// cannot block it for ever: the connection is then cut and closed.
-    /// The user's PDO is never cut.
-    fn run(
+    /// The user's PDO is never cut. `slice`: how long the statement waits
+    /// on the server.
+    fn run<T>(
         &mut self,
-        sql: &str,
-        params: &[&str],
         slice: Option<std::time::Duration>,
-    ) -> Result<Vec<Value>, SqlError> {
+        statement: impl FnOnce(&mut Statements, &Zval, &[String]) -> Result<T, SqlError>,
+    ) -> Result<T, SqlError> {
         let dialect = self.dialect;
         let link = self.link()?;
         let watch = link
@@ -304,9 +322,9 @@ impl PdoSession {
         // PDO cannot be called while an exception is pending (the
         // request-shutdown sweep, cron_guard()'s way out of a throwing job).
         let result = if engine::exception_pending() {
-            engine::with_exception_set_aside(|| query_silently(link, sql, params))
+            engine::with_exception_set_aside(|| silently(link, statement))
         } else {
-            query_silently(link, sql, params)
+            silently(link, statement)
         };
         if let Some(Err(cut)) = watch.map(|watch| watch.finish(dialect)) {
             self.disconnect();
@@ -332,7 +350,10 @@ struct Link<'a> {
 /// signal handler that is due when the call returns (it cannot call PHP
 /// code while an exception is pending), and PostgreSQL waits end in an
 /// error (55P03) every slice. The user's error mode is put back.
-fn query_silently(link: Link<'_>, sql: &str, params: &[&str]) -> Result<Vec<Value>, SqlError> {
+fn silently<T>(
+    link: Link<'_>,
+    statement: impl FnOnce(&mut Statements, &Zval, &[String]) -> Result<T, SqlError>,
+) -> Result<T, SqlError> {
     let Link {
         pdo,
         statements,
@@ -356,7 +377,7 @@ fn query_silently(link: Link<'_>, sql: &str, params: &[&str]) -> Result<Vec<Valu
     } else {
         None
     };
-    let result = statements.run(pdo, sql, params, secrets);
+    let result = statement(statements, pdo, secrets);
     if let Some(mode) = user_mode.filter(|&mode| mode != PDO_ERRMODE_SILENT) {
         let restore = || {
             call(
@@ -424,7 +445,7 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
         let _ = options.insert_at_index(*attribute, value.shallow_clone());
     }
     // Ours whatever the user passed: errors are read from errorInfo() (see
-    // query_silently).
+    // silently()).
     let _ = options.insert_at_index(PDO_ATTR_ERRMODE, PDO_ERRMODE_SILENT);
     if own.server_statements {
         // Each statement says whether it is emulated (pdo/statements.rs);
@@ -434,8 +455,10 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
     }
     if dialect.driver() == "mysql" {
         // Buffered whatever the user passed: a kept statement's result is
-        // not closed after its row is read (pdo/statements.rs).
+        // not closed after its row is read (pdo/statements.rs). Changed rows
+        // counted, not found ones: a claim's answer (mysql.rs).
         let _ = options.insert_at_index(PDO_MYSQL_ATTR_USE_BUFFERED_QUERY, true);
+        let _ = options.insert_at_index(PDO_MYSQL_ATTR_FOUND_ROWS, false);
     }
     let pdo = ZendObject::new(class)
         .into_zval(false)

@@ -20,9 +20,10 @@
 //! - in a fork child the parent's hold and session are not the child's
 //!   (`lock::owner`), and names and messages are escaped (`lock::shorten`).
 
+use super::claims::{self, Claimed, ClaimsTable};
 use super::dialect::{Dialect, Slices, Waited};
 use super::errors::{Holder, SqlError};
-use super::names::Target;
+use super::names::{claim_key, Target};
 use super::session::{Session, Value};
 use crate::error::{Error, Result};
 use crate::lock::owner::{current_pid, Owner};
@@ -497,6 +498,68 @@ impl DatabaseLock {
         }
     }
 
+    /// Claims `window` for `seconds` in `table` (see `claims.rs`): true
+    /// when this call claimed it, false when another call's claim of it
+    /// still runs. Needs no hold of the lock. A connection of ours that died
+    /// while idle is reopened and the claim asked once more (with the same
+    /// holder token: a claim the server took before the answer was lost is
+    /// still this call's).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a window or length `claims.rs` refuses;
+    /// [`Error::Lock`] inside a transaction of the PDO given, when the table
+    /// is missing (with its CREATE TABLE) or the server refuses;
+    /// [`Error::Connection`] when the server cannot be reached.
+    pub fn claim(
+        &mut self,
+        session: &mut dyn Session,
+        table: &ClaimsTable,
+        window: &[u8],
+        seconds: f64,
+    ) -> Result<Claimed> {
+        let window = claims::check_window(window)?;
+        let seconds = claims::check_seconds(seconds)?;
+        self.adopt_process(session);
+        let what = format!("cannot claim window '{}' of", shorten(window));
+        if !session.owns_connection() && session.in_transaction() {
+            return Err(Error::Lock(format!(
+                "{what} lock {}: the PDO given is inside a transaction (or has autocommit off), \
+                 where a claim would be seen by other hosts only at its COMMIT and undone by a \
+                 rollback; claim outside it",
+                self.describe(session)
+            )));
+        }
+        let key = claim_key(self.name.as_bytes(), window);
+        let holder = claims::holder_token();
+        let claimed = match claims::claim_once(self.dialect, session, table, &key, seconds, &holder)
+        {
+            Err(err)
+                if self.dialect.lost_session(&err)
+                    && !err.connecting
+                    && session.owns_connection() =>
+            {
+                self.forget_session(session);
+                claims::claim_once(self.dialect, session, table, &key, seconds, &holder)
+            }
+            other => other,
+        };
+        claimed.map_err(|err| {
+            if self.dialect.lost_session(&err) {
+                self.forget_session(session);
+            }
+            if self.dialect.missing_table(&err) {
+                Error::Lock(format!(
+                    "{what} lock {}: {}",
+                    self.describe(session),
+                    claims::missing_table_advice(self.dialect, table)
+                ))
+            } else {
+                self.error(session, &what, &err)
+            }
+        })
+    }
+
     /// For the drop of the PHP object: whether a release is due.
     pub fn needs_release(&self) -> bool {
         self.is_held()
@@ -587,6 +650,10 @@ mod tests {
             self.sent.push(format!("{sql} {params:?}"));
             // Out of script: the lock is busy.
             self.answers.pop_front().unwrap_or_else(|| one(0))
+        }
+        fn execute(&mut self, sql: &str, params: &[&str]) -> std::result::Result<u64, SqlError> {
+            let row = self.query(sql, params)?;
+            Ok(row.first().and_then(Value::int).unwrap_or(0) as u64)
         }
         fn in_transaction(&mut self) -> bool {
             false

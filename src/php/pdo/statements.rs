@@ -109,34 +109,10 @@ impl Statements {
         params: &[&str],
         secrets: &[String],
     ) -> Result<Vec<Value>, SqlError> {
-        let at = self.statement_for(pdo, sql, secrets)?;
-        let kept = &mut self.kept[at];
-        let unchanged = kept
-            .bound
-            .as_ref()
-            .is_some_and(|bound| bound.iter().map(String::as_str).eq(params.iter().copied()));
-        let executed = if unchanged {
-            invoke(&kept.statement, kept.execute, &[], secrets)
-        } else {
-            let owned: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-            let array = owned.clone().into_zval(false).unwrap_or_default();
-            let executed = invoke(&kept.statement, kept.execute, &[array], secrets);
-            kept.bound = Some(owned);
-            executed
-        };
-        match executed {
-            Ok(done) if done.bool() == Some(true) => {}
-            Ok(_) => {
-                kept.bound = None;
-                return Err(error_info(&kept.statement, secrets));
-            }
-            Err(err) => {
-                kept.bound = None;
-                return Err(err);
-            }
-        }
+        let close = self.close_cursors;
+        let kept = self.executed(pdo, sql, params, secrets)?;
         let row = invoke(&kept.statement, kept.fetch, &[long(PDO_FETCH_NUM)], secrets)?;
-        if self.close_cursors {
+        if close {
             // An unbuffered MySQL result holds the connection until read to
             // its end.
             call(&kept.statement, "closecursor", &[], secrets)?;
@@ -154,6 +130,60 @@ impl Statements {
                 } else {
                     Err(error)
                 }
+            }
+        }
+    }
+
+    /// Runs `sql`, which returns no rows, with `params` on `pdo` (in silent
+    /// error mode): how many rows it changed (`rowCount()`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Statements::run`].
+    pub fn count(
+        &mut self,
+        pdo: &Zval,
+        sql: &str,
+        params: &[&str],
+        secrets: &[String],
+    ) -> Result<u64, SqlError> {
+        let kept = self.executed(pdo, sql, params, secrets)?;
+        let count = call(&kept.statement, "rowcount", &[], secrets)?;
+        Ok(count.long().map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+    }
+
+    /// The kept statement for `sql`, executed with `params`.
+    fn executed(
+        &mut self,
+        pdo: &Zval,
+        sql: &str,
+        params: &[&str],
+        secrets: &[String],
+    ) -> Result<&Kept, SqlError> {
+        let at = self.statement_for(pdo, sql, secrets)?;
+        let kept = &mut self.kept[at];
+        let unchanged = kept
+            .bound
+            .as_ref()
+            .is_some_and(|bound| bound.iter().map(String::as_str).eq(params.iter().copied()));
+        let executed = if unchanged {
+            invoke(&kept.statement, kept.execute, &[], secrets)
+        } else {
+            let owned: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
+            let array = owned.clone().into_zval(false).unwrap_or_default();
+            let executed = invoke(&kept.statement, kept.execute, &[array], secrets);
+            kept.bound = Some(owned);
+            executed
+        };
+        match executed {
+            Ok(done) if done.bool() == Some(true) => Ok(kept),
+            Ok(_) => {
+                kept.bound = None;
+                Err(error_info(&kept.statement, secrets))
+            }
+            Err(err) => {
+                kept.bound = None;
+                Err(err)
             }
         }
     }
