@@ -18,11 +18,17 @@ trait DatabaseTestHelpers
 
     abstract protected static function databaseKind(): string;
 
+    /** @return list<string> more arguments of the class's server (DatabaseServer::start()) */
+    protected static function serverArguments(): array
+    {
+        return [];
+    }
+
     public static function setUpBeforeClass(): void
     {
         parent::setUpBeforeClass();
         if (DatabaseServer::available(static::databaseKind()) === null) {
-            self::$server = DatabaseServer::start(static::databaseKind());
+            self::$server = DatabaseServer::start(static::databaseKind(), static::serverArguments());
         }
     }
 

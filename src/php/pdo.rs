@@ -272,7 +272,7 @@ impl Session for PdoSession {
         let asked = |method: &str, args: &[Zval]| {
             call(link.pdo, method, args, link.secrets)
                 .ok()
-                .and_then(|answer| answer.bool())
+                .and_then(|answer| answer.bool().or_else(|| answer.long().map(|n| n != 0)))
         };
         // Only pdo_mysql knows autocommit (pdo_pgsql has no such attribute).
         asked("intransaction", &[]).unwrap_or(false)
