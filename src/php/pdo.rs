@@ -447,12 +447,9 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
     // Ours whatever the user passed: errors are read from errorInfo() (see
     // silently()).
     let _ = options.insert_at_index(PDO_ATTR_ERRMODE, PDO_ERRMODE_SILENT);
-    if own.server_statements {
-        // Each statement says whether it is emulated (pdo/statements.rs);
-        // pdo_mysql lets a statement ask for that only on a connection
-        // that is not emulated as a whole.
-        let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, false);
-    }
+    // Emulated (one round trip per statement) unless a statement asks for
+    // the server's (pdo/statements.rs).
+    let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, true);
     if dialect.driver() == "mysql" {
         // Buffered whatever the user passed: a kept statement's result is
         // not closed after its row is read (pdo/statements.rs). Changed rows

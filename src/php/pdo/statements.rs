@@ -6,7 +6,9 @@
 //!
 //! The traps this closes:
 //! - a statement's first run on a connection is emulated by PDO: one round
-//!   trip, which is all a cron job that takes its lock once ever sends;
+//!   trip, which is all a cron job that takes its lock once ever sends
+//!   (pdo_mysql reads only the PDO's own `ATTR_EMULATE_PREPARES`, so it is
+//!   set for the prepare and put back);
 //! - on a connection of the lock's own, a statement run a second time is
 //!   prepared on the server, which then skips parsing and planning it on
 //!   every later run (one more round trip, once); a server that refuses
@@ -217,10 +219,29 @@ impl Statements {
     }
 }
 
-/// `$pdo->prepare($sql, [PDO::ATTR_EMULATE_PREPARES => $emulated])`, kept.
+/// `$pdo->prepare($sql, [PDO::ATTR_EMULATE_PREPARES => $emulated])`, kept,
+/// with the PDO's own `ATTR_EMULATE_PREPARES` set so for the call (pdo_mysql
+/// reads only that one; pdo_pgsql the option) and put back.
 fn prepare(pdo: &Zval, sql: &str, emulated: bool, secrets: &[String]) -> Result<Kept, SqlError> {
+    let attribute = || long(PDO_ATTR_EMULATE_PREPARES);
+    let was = call(pdo, "getattribute", &[attribute()], secrets)
+        .ok()
+        .and_then(|was| was.bool().or_else(|| was.long().map(|n| n != 0)));
+    let switch = was.is_some_and(|was| was != emulated);
+    let set = |value: bool| {
+        let mut zval = Zval::new();
+        zval.set_bool(value);
+        call(pdo, "setattribute", &[attribute(), zval], secrets)
+    };
+    if switch {
+        set(emulated)?;
+    }
     let text = sql.into_zval(false).unwrap_or_default();
-    let statement = call(pdo, "prepare", &[text, prepare_options(emulated)], secrets)?;
+    let statement = call(pdo, "prepare", &[text, prepare_options(emulated)], secrets);
+    if switch {
+        set(!emulated)?;
+    }
+    let statement = statement?;
     if !statement.is_object() {
         return Err(error_info(pdo, secrets));
     }
