@@ -148,6 +148,9 @@ echo "| Group | Row | µs / cycle | ops/s | × floor | peer with cronlock loaded
 echo "|---|---|---:|---:|---:|---:|\n";
 foreach ($groups as $group => $rows) {
     $floorRow = array_key_first($rows);
+    if (!array_filter(array_keys($rows), fn (string $row): bool => isset($cycle[$row]) || isset($na[$row]))) {
+        continue; // not run (bench/run --only)
+    }
     foreach ($rows as $row => $label) {
         $u = us($cycle, $row);
         if ($u === null) {
@@ -178,6 +181,10 @@ if ($statements) {
     }
 }
 
+// ---- hand-off, start-up, memory (not run by bench/run --only) ----------------
+$partial = !$handoff && !$startupRuns && !$memory;
+$startupDelta = null;
+if (!$partial) {
 // ---- hand-off table ----------------------------------------------------------
 $handoffRows = [
     'handoff.file.userland.block' => 'File, userland waiter: blocking `flock(LOCK_EX)`',
@@ -238,6 +245,7 @@ echo "| Script | runs | peak RSS kB (median) |\n|---|---:|---:|\n";
 foreach ($memRows as $k => $label) {
     printf("| %s | %d | %s |\n", $label, count($memory[$k] ?? []), fmt(median($memory[$k] ?? []), 0));
 }
+}
 
 // ---- targets ---------------------------------------------------------------------
 $hmed = fn (string $row): ?float => ($s = $handoff[$row] ?? []) ? median($s) / 1e6 : null;
@@ -257,6 +265,9 @@ $targets = [
 ];
 echo "\n### Targets\n\n```\n";
 foreach ($targets as [$label, $v, $op, $limit, $unit]) {
+    if ($partial && $v === null) {
+        continue;
+    }
     $verdict = $v === null ? 'N/A ' : ((($op === '>=') ? $v >= $limit : $v <= $limit) ? 'PASS' : 'MISS');
     printf("%s  %-58s %s (target %s %s%s)\n", $verdict, $label, $v === null ? 'n/a' : fmt($v) . $unit, $op === '>=' ? '≥' : '≤', $limit, $unit);
 }
