@@ -131,7 +131,7 @@ pub fn holder_token() -> String {
         bytes = (nanos as u64).to_be_bytes();
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{} #{hex}", shorten(&super::application_name()))
+    format!("{} #{hex}", shorten(&super::session::application_name()))
 }
 
 /// What one claim() did.

@@ -37,7 +37,7 @@ pub use dsn::{dsn_label, dsn_secrets};
 pub use errors::{Holder, SqlError};
 pub use lock::{DatabaseLock, WAIT_SLICE};
 pub use names::{claim_key, mysql_lock_name, postgres_key};
-pub use session::{Session, Value};
+pub use session::{application_name, Session, Value};
 pub use sockets::{
     open_sockets, track_connection_fd, untrack_connection_fd, watch_statement, StatementWatch,
     ANSWER_GRACE,
@@ -65,14 +65,4 @@ pub fn for_driver(driver: &str) -> Result<&'static dyn Dialect> {
         known.join(" and "),
         shorten(driver)
     )))
-}
-
-/// `application_name` of the lock's own PostgreSQL connections (and
-/// whatever a dialect names its sessions by): `cronlock pid N on HOST`.
-pub fn application_name() -> String {
-    format!(
-        "cronlock pid {} on {}",
-        crate::lock::owner::current_pid(),
-        crate::lock::owner::hostname()
-    )
 }

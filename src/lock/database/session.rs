@@ -105,3 +105,13 @@ pub trait Session {
     /// Never contains a password.
     fn label(&self) -> String;
 }
+
+/// `application_name` of the lock's own PostgreSQL connections (and
+/// whatever a dialect names its sessions by): `cronlock pid N on HOST`.
+pub fn application_name() -> String {
+    format!(
+        "cronlock pid {} on {}",
+        crate::lock::owner::current_pid(),
+        crate::lock::owner::hostname()
+    )
+}
