@@ -339,6 +339,33 @@ function userland_file(string $path): Closure
     };
 }
 
+/**
+ * For a database row: a closure that says how many statements the server
+ * has run for the benchmark's login so far, by the server's own counters
+ * (MariaDB: Questions, less the one SHOW that asks; PostgreSQL:
+ * pg_stat_statements, which bench/dbservers.php loads). Null otherwise.
+ */
+function statement_counter(string $row): ?Closure
+{
+    $kind = explode('.', $row)[0];
+    if (!in_array($kind, ['mysql', 'pgsql'], true)) {
+        return null;
+    }
+    try {
+        $observer = db_pdo($kind);
+        if ($kind === 'mysql') {
+            return fn (): int => (int) $observer->query("SHOW GLOBAL STATUS LIKE 'Questions'")->fetch(PDO::FETCH_NUM)[1] - 1;
+        }
+        $observer->query('SELECT 1 FROM pg_stat_statements LIMIT 1');
+        $me = $observer->query('SELECT pg_backend_pid()')->fetchColumn();
+        // The observer's own statements run under the same login: left out
+        // by their text.
+        return fn (): int => (int) $observer->query("SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE userid = (SELECT usesysid FROM pg_stat_activity WHERE pid = $me) AND query NOT LIKE '%pg_stat_statements%'")->fetchColumn();
+    } catch (PDOException $e) {
+        return null; // counters not available: the row just has no count
+    }
+}
+
 function run_cycle(string $row, float $seconds): array
 {
     $rows = cycle_rows();
@@ -346,6 +373,7 @@ function run_cycle(string $row, float $seconds): array
         throw new InvalidArgumentException("unknown row $row");
     }
     $cycle = $rows[$row]();
+    $counter = statement_counter($row);
 
     // Warm-up: a quarter of the budget (at least 20 cycles); it also sizes N.
     $warm = 0;
@@ -362,8 +390,18 @@ function run_cycle(string $row, float $seconds): array
         $cycle();
     }
     $ns = hrtime(true) - $start;
+    $out = ['n' => $n, 'ns_per_cycle' => $ns / $n];
 
-    return ['n' => $n, 'ns_per_cycle' => $ns / $n];
+    // Statements per cycle, counted by the server, after the timing.
+    if ($counter !== null) {
+        $idle = -$counter() + $counter();
+        $before = $counter();
+        for ($i = 0; $i < 200; $i++) {
+            $cycle();
+        }
+        $out['statements_per_cycle'] = ($counter() - $before - $idle) / 200;
+    }
+    return $out;
 }
 
 /** CYCLES cycles of a row, untimed: bench/syscalls.php counts their system calls. */

@@ -43,6 +43,7 @@ $cycle = [];    // row => ['plain' => [ns...], 'ext' => [ns...]]
 $handoff = [];  // row => [ns...]
 $memory = [];   // "row|ext" => [kB...]
 $na = [];       // row => reason
+$statements = [];  // row => [statements per cycle...] (database rows: the server's counters)
 $startupRuns = [];
 $waits = [];     // row => [result...]
 $syscalls = [];  // row => [syscall => calls per cycle]
@@ -58,6 +59,9 @@ foreach (file("$dir/results.jsonl", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINE
         continue;
     }
     $k = $r['ext'] ? 'ext' : 'plain';
+    if (isset($r['statements_per_cycle'])) {
+        $statements[$r['row']][] = $r['statements_per_cycle'];
+    }
     match ($r['mode']) {
         'cycle' => $cycle[$r['row']][$k][$r['round'] ?? count($cycle[$r['row']][$k] ?? [])] = $r['ns_per_cycle'],
         'handoff' => $handoff[$r['row']] = array_merge($handoff[$r['row']] ?? [], $r['samples_ns']),
@@ -148,6 +152,9 @@ echo "| Group | Row | µs / cycle | ops/s | × floor | peer with cronlock loaded
 echo "|---|---|---:|---:|---:|---:|\n";
 foreach ($groups as $group => $rows) {
     $floorRow = array_key_first($rows);
+    if (!array_filter(array_keys($rows), fn (string $row): bool => isset($cycle[$row]) || isset($na[$row]))) {
+        continue; // not run (bench/run --only)
+    }
     foreach ($rows as $row => $label) {
         $u = us($cycle, $row);
         if ($u === null) {
@@ -164,6 +171,24 @@ foreach ($groups as $group => $rows) {
     }
 }
 
+// ---- database statements ------------------------------------------------------
+if ($statements) {
+    echo "\n### Database: statements per cycle, as the server counts them\n\n";
+    echo "MariaDB `Questions`, PostgreSQL `pg_stat_statements` (calls), over 200 cycles after the timed ones.\n\n";
+    echo "| Row | statements / cycle |\n|---|---:|\n";
+    foreach (['MariaDB', 'PostgreSQL'] as $group) {
+        foreach ($groups[$group] as $row => $label) {
+            if (isset($statements[$row])) {
+                printf("| %s: %s | %s |\n", $group, $label, fmt(median($statements[$row])));
+            }
+        }
+    }
+}
+
+// ---- hand-off, start-up, memory (not run by bench/run --only) ----------------
+$partial = !$handoff && !$startupRuns && !$memory;
+$startupDelta = null;
+if (!$partial) {
 // ---- hand-off table ----------------------------------------------------------
 $handoffRows = [
     'handoff.file.userland.block' => 'File, userland waiter: blocking `flock(LOCK_EX)`',
@@ -270,6 +295,7 @@ echo "| Script | runs | peak RSS kB (median) |\n|---|---:|---:|\n";
 foreach ($memRows as $k => $label) {
     printf("| %s | %d | %s |\n", $label, count($memory[$k] ?? []), fmt(median($memory[$k] ?? []), 0));
 }
+}
 
 // ---- targets ---------------------------------------------------------------------
 $hmed = fn (string $row): ?float => ($s = $handoff[$row] ?? []) ? median($s) / 1e6 : null;
@@ -279,6 +305,10 @@ $targets = [
     ['File new object: symfony FlockStore / cronlock', ratio($cycle, 'file.symfony', 'file.cronlock.new'), '>=', 1.5, '×'],
     ['File reused object: cronlock / floor', ratio($cycle, 'file.cronlock.reused', 'file.floor'), '<=', 3, '×'],
     ['Redis: cronlock (fencing token incl.) / two-PING floor', ratio($cycle, 'redis.cronlock', 'redis.floor'), '<=', 1.1, '×'],
+    ['MariaDB: cronlock DSN / PDO by hand', ratio($cycle, 'mysql.cronlock', 'mysql.pdo'), '<=', 1, '×'],
+    ['MariaDB: cronlock DSN / two-SELECT 1 floor', ratio($cycle, 'mysql.cronlock', 'mysql.floor'), '<=', 1.2, '×'],
+    ['PostgreSQL: cronlock DSN / PDO by hand', ratio($cycle, 'pgsql.cronlock', 'pgsql.pdo'), '<=', 1, '×'],
+    ['PostgreSQL: cronlock DSN / two-SELECT 1 floor', ratio($cycle, 'pgsql.cronlock', 'pgsql.floor'), '<=', 1.2, '×'],
     ['Hand-off median, File (cronlock acquire(30.0))', $hmed('handoff.file.cronlock.timed'), '<=', 2, ' ms'],
     ['Hand-off median, Redis (cronlock acquire(30.0))', $hmed('handoff.redis.cronlock'), '<=', 5, ' ms'],
     // A timed wait and acquire(-1) wait alike; what the median of a few
@@ -289,6 +319,9 @@ $targets = [
 ];
 echo "\n### Targets\n\n```\n";
 foreach ($targets as [$label, $v, $op, $limit, $unit]) {
+    if ($partial && $v === null) {
+        continue;
+    }
     $verdict = $v === null ? 'N/A ' : ((($op === '>=') ? $v >= $limit : $v <= $limit) ? 'PASS' : 'MISS');
     printf("%s  %-58s %s (target %s %s%s)\n", $verdict, $label, $v === null ? 'n/a' : fmt($v) . $unit, $op === '>=' ? '≥' : '≤', $limit, $unit);
 }

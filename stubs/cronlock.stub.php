@@ -549,13 +549,17 @@ namespace CronLock {
          *        for a connection of the lock's own, opened at the first acquire(), kept for
          *        the object's lifetime, and opened anew by the next acquire() after it was lost.
          * @param string $name any non-empty UTF-8 string without NUL bytes (see the mapping above).
-         * @param array{user?: string|null, password?: string|null, pdo_options?: array<int, mixed>} $options
+         * @param array{user?: string|null, password?: string|null, pdo_options?: array<int, mixed>, claims_table?: string|null} $options
          *        with a DSN only: 'user' and 'password' for the login (never put into a
          *        message); 'pdo_options': PDO driver options for the connection (TLS:
          *        PDO::MYSQL_ATTR_SSL_CA, ...; PDO::ATTR_TIMEOUT for the connect timeout;
-         *        not PDO::ATTR_PERSISTENT, which would let the lock outlive its object).
+         *        PDO::ATTR_EMULATE_PREPARES => true keeps every statement emulated, for a
+         *        proxy without server-side statements; not PDO::ATTR_PERSISTENT, which would
+         *        let the lock outlive its object). With either: 'claims_table', the table of
+         *        claim() (default 'cronlock_claims'; letters, digits and _, or schema.table).
          * @throws \ValueError for an empty name, a NUL byte, a malformed DSN, an unknown
-         *         option, a persistent 'pdo_options', or 'user'/'password'/'pdo_options' with a PDO.
+         *         option, a persistent 'pdo_options', a 'claims_table' that is no plain table
+         *         name, or 'user'/'password'/'pdo_options' with a PDO.
          * @throws \TypeError for a $connection that is neither a PDO nor a string.
          * @throws LockException for a PDO driver other than mysql and pgsql.
          * @throws \Error when called on an object that is constructed already.
@@ -629,6 +633,41 @@ namespace CronLock {
          * @throws LockException|ConnectionException when the server cannot be asked.
          */
         public function holder(): ?string {}
+
+        /**
+         * Claim $window for $seconds, exactly once across every host and process using this
+         * lock's name on this server: the one call that gets true runs the window, every
+         * other call gets false until the claim expires (Laravel's onOneServer()). $window
+         * is the caller's own name for the tick (from its own clock, e.g. '2026-12-01 10:05'),
+         * never re-aligned to the server; how long the claim lasts is measured by the
+         * server's clock. Needs no acquire() and holds no session: a claim is a row of the
+         * claims table ('claims_table'), which a DBA creates once (the LockException for a
+         * missing table prints the exact CREATE TABLE; docs/database.md):
+         * MySQL/MariaDB `CREATE TABLE cronlock_claims (name VARCHAR(255) CHARACTER SET utf8mb4
+         * COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, expires_at DATETIME(6) NOT NULL, holder
+         * VARCHAR(255) NOT NULL, INDEX (expires_at))`; PostgreSQL `CREATE TABLE cronlock_claims
+         * (name varchar(255) COLLATE "C" PRIMARY KEY, expires_at timestamptz NOT NULL, holder
+         * varchar(255) NOT NULL); CREATE INDEX ON cronlock_claims (expires_at)`.
+         *
+         * One statement takes the window (MySQL `INSERT … ON DUPLICATE KEY UPDATE`, PostgreSQL
+         * `INSERT … ON CONFLICT … DO UPDATE … WHERE expires_at <= now() RETURNING`): a new row,
+         * or one whose claim expired. Its key is `LEFT(MD5(name), 16) || ':' || window`, so the
+         * windows of two locks never collide; holder is `cronlock pid N on HOST #token`. Each
+         * claim then deletes at most 100 expired rows, so nothing stays behind once claims go
+         * on (a failed deletion is a warning; the claim stands).
+         *
+         * @param string $window non-empty UTF-8, no NUL byte, at most 200 bytes.
+         * @param float $seconds how long the claim lasts: more than 0, at most a year.
+         * @return bool true: this call claimed the window; false: another call's claim of it
+         *         has not expired.
+         * @throws \ValueError for a window or length outside those bounds.
+         * @throws LockException inside a transaction of the PDO given (or with its MySQL
+         *         autocommit off: the claim would be seen by other hosts only at COMMIT), when
+         *         the claims table is missing, or when the server refuses.
+         * @throws ConnectionException when the server cannot be reached (a DSN lock's own
+         *         connection that died while idle is opened anew and asked once more).
+         */
+        public function claim(string $window, float $seconds): bool {}
 
         /** @throws LockException always: a lock belongs to the process that holds it. */
         public function __serialize(): array {}

@@ -14,15 +14,21 @@ use CronLock\Database;
  */
 trait DatabaseTestHelpers
 {
-    private static ?DatabaseServer $server = null;
+    protected static ?DatabaseServer $server = null;
 
     abstract protected static function databaseKind(): string;
+
+    /** @return list<string> more arguments of the class's server (DatabaseServer::start()) */
+    protected static function serverArguments(): array
+    {
+        return [];
+    }
 
     public static function setUpBeforeClass(): void
     {
         parent::setUpBeforeClass();
         if (DatabaseServer::available(static::databaseKind()) === null) {
-            self::$server = DatabaseServer::start(static::databaseKind());
+            self::$server = DatabaseServer::start(static::databaseKind(), static::serverArguments());
         }
     }
 
@@ -45,12 +51,12 @@ trait DatabaseTestHelpers
     }
 
     /** @return array{user: string, password: string} */
-    private static function credentials(): array
+    protected static function credentials(): array
     {
         return ['user' => self::$server->user(), 'password' => self::$server->password()];
     }
 
-    private static function dsnLock(string $name): Database
+    protected static function dsnLock(string $name): Database
     {
         return new Database(self::$server->dsn(), $name, self::credentials());
     }

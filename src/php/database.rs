@@ -8,20 +8,19 @@
 //! (the user's, or one the lock opens from a DSN and keeps) through
 //! [`PdoSession`]. This module converts arguments, results and errors.
 
-use super::args::{Bytes, NullableFloat, OptionalFloat, OptionsArray, PdoOrDsn};
+use super::args::{Bytes, Float, NullableFloat, OptionalFloat, OptionsArray, PdoOrDsn};
 use super::engine;
 use super::lock_interface::PhpInterfaceLock;
 use super::native::{Acquired, Holder, NativeLock};
 use super::options::Options;
 use super::pdo::{hook_interrupts, PdoSession};
 use crate::error::Error;
-use crate::lock::database::DatabaseLock;
+use crate::lock::database::{ClaimsTable, DatabaseLock};
 use crate::lock::owner::current_pid;
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
-use ext_php_rs::zend::ExecutorGlobals;
 use std::cell::RefCell;
 
 #[php_class]
@@ -33,6 +32,8 @@ pub struct Database {
     /// A RefCell so that the busy line of cron_guard() can ask who holds
     /// the lock through a shared reference.
     session: RefCell<PdoSession>,
+    /// Where claim() keeps its claims.
+    claims_table: ClaimsTable,
 }
 
 #[php_impl]
@@ -45,7 +46,15 @@ impl Database {
         let name = name.utf8("$name")?;
         super::refuse_second_construct::<Database>()?;
         hook_interrupts();
-        let options = Options::new("$options", options.0, &["user", "password", "pdo_options"])?;
+        let options = Options::new(
+            "$options",
+            options.0,
+            &["user", "password", "pdo_options", "claims_table"],
+        )?;
+        let claims_table = match options.string("claims_table")? {
+            Some(table) => ClaimsTable::new(&options.arg_name("claims_table"), &table)?,
+            None => ClaimsTable::default(),
+        };
         let session = match connection {
             PdoOrDsn::Dsn(dsn) => {
                 let dsn = String::from_utf8(dsn)
@@ -70,6 +79,7 @@ impl Database {
         Ok(Database {
             lock,
             session: RefCell::new(session),
+            claims_table,
         })
     }
 
@@ -82,7 +92,7 @@ impl Database {
     pub fn renew(&mut self, ttl: NullableFloat) -> PhpResult<bool> {
         let _ = ttl;
         let renewed = self.lock.renew(self.session.get_mut());
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             return Ok(false);
         }
         Ok(renewed?)
@@ -90,7 +100,7 @@ impl Database {
 
     pub fn release(&mut self) -> PhpResult<bool> {
         let released = self.lock.release(self.session.get_mut());
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             return Ok(false);
         }
         Ok(released?)
@@ -111,6 +121,29 @@ impl Database {
         Ok(holder.map(|h| self.lock.dialect().describe_holder(&h)))
     }
 
+    /// Claims `$window` for `$seconds`, exactly once across hosts: true when
+    /// this call claimed it. See the stub.
+    pub fn claim(&mut self, window: Bytes, seconds: Float) -> PhpResult<bool> {
+        let claimed = self.lock.claim(
+            self.session.get_mut(),
+            &self.claims_table,
+            &window.0,
+            seconds.0,
+        );
+        if engine::exception_pending() {
+            return Ok(false);
+        }
+        let claimed = claimed?;
+        if let Some(err) = claimed.sweep_failed {
+            super::shim::warning(&format!(
+                "CronLock\\Database::claim(): cannot delete expired claims from {}: {}",
+                self.claims_table.name(),
+                err.message
+            ));
+        }
+        Ok(claimed.claimed)
+    }
+
     pub fn __serialize(&self) -> PhpResult<Vec<String>> {
         Err(super::not_serializable("CronLock\\Database"))
     }
@@ -126,7 +159,7 @@ impl Database {
     fn acquire_waiting(&mut self, wait: Wait) -> PhpResult<bool> {
         let session = self.session.get_mut();
         let acquired = self.lock.acquire(session, wait);
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             // A signal handler threw (or called exit()) during a PDO call:
             // that exception propagates; the lock is not taken.
             engine::with_exception_set_aside(|| self.lock.abandon(session));
@@ -144,7 +177,7 @@ impl NativeLock for Database {
     fn acquire_for_guard(&mut self, wait: Wait) -> PhpResult<Acquired> {
         // Its PDO calls may run a signal handler that throws or exit()s.
         let got = self.acquire_waiting(wait)?;
-        if ExecutorGlobals::has_exception() {
+        if engine::exception_pending() {
             return Ok(Acquired::Threw);
         }
         Ok(if got {

@@ -163,3 +163,17 @@ pub fn pending_exception_class() -> Option<String> {
     let object = unsafe { pending.as_ref() }?;
     object.get_class_name().ok()
 }
+
+/// Whether an exception (or `exit()` unwind) is pending: what
+/// `ExecutorGlobals::has_exception()` says, without the lock ext-php-rs takes
+/// around every read of the globals (a lock cycle of CronLock\Database asks
+/// a dozen times).
+pub fn exception_pending() -> bool {
+    // SAFETY: this thread's executor globals, valid for the whole request;
+    // one pointer read.
+    unsafe {
+        !(*ext_php_rs::ffi::ext_php_rs_executor_globals())
+            .exception
+            .is_null()
+    }
+}

@@ -7,8 +7,9 @@
 //!   errorInfo(): an exception from a PDO call makes the engine drop a
 //!   signal handler due when the call returns, and PostgreSQL waits end in
 //!   an error every slice; the user's error mode is put back;
-//! - emulated prepares: one round trip per statement, whatever the
-//!   driver's default;
+//! - a statement's first run on a connection is one round trip, whatever
+//!   the driver's default; statements are kept prepared between runs
+//!   (`pdo/statements.rs`);
 //! - a statement on the lock's own connection is watched
 //!   (`lock::database::watch_statement`): a server that stops answering
 //!   cannot block it for ever; the user's PDO is never cut;
@@ -21,15 +22,18 @@
 //! - no message shows a password: the DSN's and the option's are blotted
 //!   out of every driver message.
 
+mod statements;
+
 use super::engine;
 use super::options::Options;
 use crate::error::Error;
 use crate::lock::database::{self, Dialect, Session, SqlError, Value};
 use crate::lock::owner::Owner;
-use ext_php_rs::convert::{IntoZval, IntoZvalDyn};
+use ext_php_rs::convert::IntoZval;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::{ClassEntry, ExecutorGlobals};
+use statements::{call, exception_message, long, sql_error, Statements};
 
 const PDO_ATTR_ERRMODE: i64 = 3;
 const PDO_ERRMODE_SILENT: i64 = 0;
@@ -37,13 +41,22 @@ const PDO_ERRMODE_EXCEPTION: i64 = 2;
 const PDO_ATTR_EMULATE_PREPARES: i64 = 20;
 const PDO_ATTR_DRIVER_NAME: i64 = 16;
 const PDO_ATTR_PERSISTENT: i64 = 12;
-const PDO_FETCH_NUM: i64 = 3;
+const PDO_ATTR_AUTOCOMMIT: i64 = 0;
+const PDO_MYSQL_ATTR_USE_BUFFERED_QUERY: i64 = 1000;
+const PDO_MYSQL_ATTR_FOUND_ROWS: i64 = 1005;
 const MYSQLND_READ_TIMEOUT: &str = "mysqlnd.net_read_timeout";
 
 /// The connection of a lock: the user's PDO, or one of its own.
 enum Connection {
-    User(Zval),
+    User(UserPdo),
     Own(OwnConnection),
+}
+
+/// The user's PDO and the statements kept on it (emulated: nothing on its
+/// server).
+struct UserPdo {
+    statements: Statements,
+    pdo: Zval,
 }
 
 struct OwnConnection {
@@ -54,12 +67,18 @@ struct OwnConnection {
     /// every message.
     secrets: Vec<String>,
     pdo_options: Vec<(i64, Zval)>,
+    /// Statements may be prepared on the server: not when the user asked
+    /// for emulated prepares (`PDO::ATTR_EMULATE_PREPARES`, say for a proxy
+    /// that has no server-side statements).
+    server_statements: bool,
     open: Option<OpenPdo>,
 }
 
 /// A PDO the lock opened, with the socket descriptors it made, which a
-/// fork child must never use (its PDO's destructor would end our session).
+/// fork child must never use (its PDO's destructor would end our session),
+/// and the statements kept on it (dropped first: they hold the PDO).
 struct OpenPdo {
+    statements: Statements,
     pdo: Zval,
     fds: Vec<i32>,
     opened_by: Owner,
@@ -68,6 +87,11 @@ struct OpenPdo {
 impl Drop for OpenPdo {
     fn drop(&mut self) {
         if self.opened_by.is_this_process() {
+            // pdo_pgsql deallocates each statement prepared on the server, a
+            // round trip each: watched like any statement.
+            let watch = database::watch_statement(&self.fds, None, None);
+            self.statements = Statements::own(false);
+            drop(watch);
             for &fd in &self.fds {
                 database::untrack_connection_fd(fd);
             }
@@ -100,7 +124,10 @@ impl PdoSession {
         let dialect = database::for_driver(&driver.unwrap_or_default())?;
         Ok(PdoSession {
             dialect,
-            connection: Connection::User(pdo.shallow_clone()),
+            connection: Connection::User(UserPdo {
+                statements: Statements::users(),
+                pdo: pdo.shallow_clone(),
+            }),
             label: format!("{}, the PDO given", dialect.product()),
         })
     }
@@ -152,6 +179,9 @@ impl PdoSession {
                 list
             }
         };
+        let server_statements = !pdo_options.iter().any(|(attribute, value)| {
+            *attribute == PDO_ATTR_EMULATE_PREPARES && value.bool() == Some(true)
+        });
         let password = options.string("password")?;
         let mut secrets = database::dsn_secrets(dsn);
         secrets.extend(password.clone());
@@ -163,6 +193,7 @@ impl PdoSession {
                 password,
                 secrets,
                 pdo_options,
+                server_statements,
                 open: None,
             }),
             label: format!("{} at {}", dialect.product(), database::dsn_label(dsn)),
@@ -173,17 +204,17 @@ impl PdoSession {
         self.dialect
     }
 
-    fn secrets(&self) -> &[String] {
-        match &self.connection {
-            Connection::Own(own) => &own.secrets,
-            Connection::User(_) => &[],
-        }
-    }
-
-    fn pdo(&mut self) -> Result<&Zval, SqlError> {
+    /// The connection to run a statement on, opened first when it is one
+    /// of the lock's own and none is open.
+    fn link(&mut self) -> Result<Link<'_>, SqlError> {
         let dialect = self.dialect;
         match &mut self.connection {
-            Connection::User(pdo) => Ok(pdo),
+            Connection::User(user) => Ok(Link {
+                pdo: &user.pdo,
+                statements: &mut user.statements,
+                secrets: &[],
+                watched: None,
+            }),
             Connection::Own(own) => {
                 if own
                     .open
@@ -197,19 +228,23 @@ impl PdoSession {
                 if own.open.is_none() {
                     own.open = Some(connect(own, dialect)?);
                 }
-                Ok(&own.open.as_ref().expect("just opened").pdo)
+                let open = own.open.as_mut().expect("just opened");
+                Ok(Link {
+                    pdo: &open.pdo,
+                    statements: &mut open.statements,
+                    secrets: &own.secrets,
+                    watched: Some(&open.fds),
+                })
             }
         }
-    }
-
-    fn error(&self, exception: &ZendObject, connecting: bool) -> SqlError {
-        sql_error(exception, connecting, self.secrets())
     }
 }
 
 impl Session for PdoSession {
     fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Value>, SqlError> {
-        self.run(sql, params, None)
+        self.run(None, |statements, pdo, secrets| {
+            statements.run(pdo, sql, params, secrets)
+        })
     }
 
     fn wait_query(
@@ -218,17 +253,30 @@ impl Session for PdoSession {
         params: &[&str],
         slice: std::time::Duration,
     ) -> Result<Vec<Value>, SqlError> {
-        self.run(sql, params, Some(slice))
+        self.run(Some(slice), |statements, pdo, secrets| {
+            statements.run(pdo, sql, params, secrets)
+        })
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&str]) -> Result<u64, SqlError> {
+        self.run(None, |statements, pdo, secrets| {
+            statements.count(pdo, sql, params, secrets)
+        })
     }
 
     fn in_transaction(&mut self) -> bool {
-        let Ok(pdo) = self.pdo().map(Zval::shallow_clone) else {
+        let mysql = self.dialect.driver() == "mysql";
+        let Ok(link) = self.link() else {
             return false;
         };
-        self.call(&pdo, "inTransaction", vec![])
-            .ok()
-            .and_then(|t| t.bool())
-            .unwrap_or(false)
+        let asked = |method: &str, args: &[Zval]| {
+            call(link.pdo, method, args, link.secrets)
+                .ok()
+                .and_then(|answer| answer.bool().or_else(|| answer.long().map(|n| n != 0)))
+        };
+        // Only pdo_mysql knows autocommit (pdo_pgsql has no such attribute).
+        asked("intransaction", &[]).unwrap_or(false)
+            || (mysql && asked("getattribute", &[long(PDO_ATTR_AUTOCOMMIT)]) == Some(false))
     }
 
     fn owns_connection(&self) -> bool {
@@ -255,191 +303,98 @@ impl Session for PdoSession {
 }
 
 impl PdoSession {
-    /// One statement; on a connection of the lock's own it is watched (see
+    /// One statement (`statement`, run on the connection's kept
+    /// statements); on a connection of the lock's own it is watched (see
     /// [`database::watch_statement`]), so a server that stops answering
     /// cannot block it for ever: the connection is then cut and closed.
-    /// The user's PDO is never cut.
-    fn run(
+    /// The user's PDO is never cut. `slice`: how long the statement waits
+    /// on the server.
+    fn run<T>(
         &mut self,
-        sql: &str,
-        params: &[&str],
         slice: Option<std::time::Duration>,
-    ) -> Result<Vec<Value>, SqlError> {
-        let pdo = self.pdo()?.shallow_clone();
-        let watch = match &self.connection {
-            Connection::Own(OwnConnection {
-                open: Some(open), ..
-            }) => Some(database::watch_statement(
-                &open.fds,
-                slice,
-                super::shim::vm_interrupt_flag(),
-            )),
-            _ => None,
-        };
+        statement: impl FnOnce(&mut Statements, &Zval, &[String]) -> Result<T, SqlError>,
+    ) -> Result<T, SqlError> {
+        let dialect = self.dialect;
+        let link = self.link()?;
+        let watch = link
+            .watched
+            .map(|fds| database::watch_statement(fds, slice, super::shim::vm_interrupt_flag()));
         // PDO cannot be called while an exception is pending (the
         // request-shutdown sweep, cron_guard()'s way out of a throwing job).
-        let result = if ExecutorGlobals::has_exception() {
-            engine::with_exception_set_aside(|| self.query_silently(&pdo, sql, params))
+        let result = if engine::exception_pending() {
+            engine::with_exception_set_aside(|| silently(link, statement))
         } else {
-            self.query_silently(&pdo, sql, params)
+            silently(link, statement)
         };
-        if let Some(watch) = watch {
-            if let Err(cut) = watch.finish(self.dialect) {
-                self.disconnect();
-                return Err(cut);
-            }
+        if let Some(Err(cut)) = watch.map(|watch| watch.finish(dialect)) {
+            self.disconnect();
+            return Err(cut);
         }
         result
     }
-
-    /// One statement with PDO in silent error mode, read back through
-    /// errorInfo(): an exception thrown by a PDO call makes the engine drop
-    /// a signal handler that is due when the call returns (it cannot call
-    /// PHP code while an exception is pending), and PostgreSQL waits end in
-    /// an error (55P03) every slice. The user's error mode is put back.
-    fn query_silently(
-        &self,
-        pdo: &Zval,
-        sql: &str,
-        params: &[&str],
-    ) -> Result<Vec<Value>, SqlError> {
-        let user_mode = match &self.connection {
-            Connection::User(_) => {
-                let mode = self
-                    .call(pdo, "getAttribute", vec![&PDO_ATTR_ERRMODE])?
-                    .long()
-                    .unwrap_or(PDO_ERRMODE_EXCEPTION);
-                if mode != PDO_ERRMODE_SILENT {
-                    self.call(
-                        pdo,
-                        "setAttribute",
-                        vec![&PDO_ATTR_ERRMODE, &PDO_ERRMODE_SILENT],
-                    )?;
-                }
-                Some(mode)
-            }
-            Connection::Own(_) => None,
-        };
-        let result = self.run_statement(pdo, sql, params);
-        if let Some(mode) = user_mode.filter(|&mode| mode != PDO_ERRMODE_SILENT) {
-            let restored = if ExecutorGlobals::has_exception() {
-                engine::with_exception_set_aside(|| {
-                    self.call(pdo, "setAttribute", vec![&PDO_ATTR_ERRMODE, &mode])
-                })
-            } else {
-                self.call(pdo, "setAttribute", vec![&PDO_ATTR_ERRMODE, &mode])
-            };
-            restored?;
-        }
-        result
-    }
-
-    fn run_statement(
-        &self,
-        pdo: &Zval,
-        sql: &str,
-        params: &[&str],
-    ) -> Result<Vec<Value>, SqlError> {
-        // Emulated: one round trip (a native prepare costs one more, on
-        // every statement, with a PDO whose driver defaults to it).
-        let statement = self.call(pdo, "prepare", vec![&sql, &emulated_prepare()])?;
-        if !statement.is_object() {
-            return Err(self.error_info(pdo));
-        }
-        let params: Vec<String> = params.iter().map(|p| (*p).to_owned()).collect();
-        let executed = self.call(&statement, "execute", vec![&params])?;
-        if executed.bool() != Some(true) {
-            return Err(self.error_info(&statement));
-        }
-        let row = self.call(&statement, "fetch", vec![&PDO_FETCH_NUM])?;
-        let Some(row) = row.array() else {
-            // false: no row, or an error
-            let error = self.error_info(&statement);
-            return if error.sqlstate == "00000" || error.sqlstate.is_empty() {
-                Ok(Vec::new())
-            } else {
-                Err(error)
-            };
-        };
-        Ok(row
-            .values()
-            .map(|value| {
-                if let Some(i) = value.long() {
-                    Value::Int(i)
-                } else if let Some(b) = value.bool() {
-                    Value::Int(i64::from(b))
-                } else if let Some(s) = value.str() {
-                    Value::Text(s.to_owned())
-                } else if let Some(d) = value.double() {
-                    Value::Text(d.to_string())
-                } else {
-                    Value::Null
-                }
-            })
-            .collect())
-    }
-
-    /// errorInfo() of a PDO or PDOStatement: [SQLSTATE, driver code, text].
-    fn error_info(&self, object: &Zval) -> SqlError {
-        let info = self.call(object, "errorInfo", vec![]).ok();
-        let info = info.as_ref().and_then(Zval::array);
-        let sqlstate = info
-            .and_then(|i| i.get_index(0))
-            .and_then(|s| s.str().map(str::to_owned))
-            .unwrap_or_default();
-        let code = info.and_then(|i| i.get_index(1)).and_then(Zval::long);
-        let text = info
-            .and_then(|i| i.get_index(2))
-            .and_then(|s| s.str().map(str::to_owned))
-            .unwrap_or_else(|| format!("SQLSTATE {sqlstate}"));
-        SqlError {
-            sqlstate,
-            code,
-            message: clean_message(&text, self.secrets()),
-            connecting: false,
-        }
-    }
-
-    /// A method call on a PDO or PDOStatement. The engine reports an
-    /// exception the callee threw only through EG(exception): a
-    /// PDOException is taken here and turned into an [`SqlError`]; any other
-    /// (thrown by a signal handler, or `exit()`) is left pending for PHP.
-    fn call(
-        &self,
-        object: &Zval,
-        method: &str,
-        args: Vec<&dyn IntoZvalDyn>,
-    ) -> Result<Zval, SqlError> {
-        let result = object.try_call_method(method, args);
-        if let Some(exception) = ExecutorGlobals::get().exception() {
-            if !is_pdo_exception(exception) {
-                return Err(SqlError {
-                    sqlstate: "HY000".to_owned(),
-                    code: None,
-                    message: "interrupted by a PHP exception".to_owned(),
-                    connecting: false,
-                });
-            }
-            let exception = ExecutorGlobals::take_exception().expect("pending");
-            return Err(self.error(&exception, false));
-        }
-        result.map_err(|err| SqlError {
-            sqlstate: "HY000".to_owned(),
-            code: None,
-            message: format!("PDO::{method}() could not be called: {err}"),
-            connecting: false,
-        })
-    }
 }
 
-fn emulated_prepare() -> Zval {
-    let mut options = ZendHashTable::new();
-    let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, true);
-    options.into_zval(false).unwrap_or_default()
+/// One connection as a statement needs it (see [`PdoSession::link`]).
+struct Link<'a> {
+    pdo: &'a Zval,
+    statements: &'a mut Statements,
+    /// Cut out of every message.
+    secrets: &'a [String],
+    /// The sockets of a connection of the lock's own, whose statements are
+    /// watched; `None` for the user's PDO, which is never cut.
+    watched: Option<&'a [i32]>,
 }
 
-fn is_pdo_exception(exception: &ZendObject) -> bool {
-    ClassEntry::try_find("PDOException").is_some_and(|class| exception.instance_of(class))
+/// One statement with PDO in silent error mode, read back through
+/// errorInfo(): an exception thrown by a PDO call makes the engine drop a
+/// signal handler that is due when the call returns (it cannot call PHP
+/// code while an exception is pending), and PostgreSQL waits end in an
+/// error (55P03) every slice. The user's error mode is put back.
+fn silently<T>(
+    link: Link<'_>,
+    statement: impl FnOnce(&mut Statements, &Zval, &[String]) -> Result<T, SqlError>,
+) -> Result<T, SqlError> {
+    let Link {
+        pdo,
+        statements,
+        secrets,
+        watched,
+    } = link;
+    // A connection of our own is always in silent mode.
+    let user_mode = if watched.is_none() {
+        let mode = call(pdo, "getattribute", &[long(PDO_ATTR_ERRMODE)], secrets)?
+            .long()
+            .unwrap_or(PDO_ERRMODE_EXCEPTION);
+        if mode != PDO_ERRMODE_SILENT {
+            call(
+                pdo,
+                "setattribute",
+                &[long(PDO_ATTR_ERRMODE), long(PDO_ERRMODE_SILENT)],
+                secrets,
+            )?;
+        }
+        Some(mode)
+    } else {
+        None
+    };
+    let result = statement(statements, pdo, secrets);
+    if let Some(mode) = user_mode.filter(|&mode| mode != PDO_ERRMODE_SILENT) {
+        let restore = || {
+            call(
+                pdo,
+                "setattribute",
+                &[long(PDO_ATTR_ERRMODE), long(mode)],
+                secrets,
+            )
+        };
+        let restored = if engine::exception_pending() {
+            engine::with_exception_set_aside(restore)
+        } else {
+            restore()
+        };
+        restored?;
+    }
+    result
 }
 
 thread_local! {
@@ -490,14 +445,17 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
         let _ = options.insert_at_index(*attribute, value.shallow_clone());
     }
     // Ours whatever the user passed: errors are read from errorInfo() (see
-    // query_silently), and one round trip per statement.
+    // silently()).
     let _ = options.insert_at_index(PDO_ATTR_ERRMODE, PDO_ERRMODE_SILENT);
-    if !own
-        .pdo_options
-        .iter()
-        .any(|(a, _)| *a == PDO_ATTR_EMULATE_PREPARES)
-    {
-        let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, true);
+    // Emulated (one round trip per statement) unless a statement asks for
+    // the server's (pdo/statements.rs).
+    let _ = options.insert_at_index(PDO_ATTR_EMULATE_PREPARES, true);
+    if dialect.driver() == "mysql" {
+        // Buffered whatever the user passed: a kept statement's result is
+        // not closed after its row is read (pdo/statements.rs). Changed rows
+        // counted, not found ones: a claim's answer (mysql.rs).
+        let _ = options.insert_at_index(PDO_MYSQL_ATTR_USE_BUFFERED_QUERY, true);
+        let _ = options.insert_at_index(PDO_MYSQL_ATTR_FOUND_ROWS, false);
     }
     let pdo = ZendObject::new(class)
         .into_zval(false)
@@ -535,6 +493,7 @@ fn connect(own: &OwnConnection, dialect: &dyn Dialect) -> Result<OpenPdo, SqlErr
         database::track_connection_fd(fd);
     }
     let open = OpenPdo {
+        statements: Statements::own(own.server_statements),
         pdo,
         fds,
         opened_by: Owner::this_process(),
@@ -555,75 +514,13 @@ fn set_up_own_connection(pdo: &Zval, dialect: &dyn Dialect) {
     for query in dialect.own_connection_setup(&database::application_name()) {
         if query.params.is_empty() {
             let _ = pdo.try_call_method("exec", vec![&query.sql]);
-        } else if let Ok(statement) = pdo.try_call_method("prepare", vec![&query.sql]) {
+        } else if let Ok(statement) =
+            pdo.try_call_method("prepare", vec![&query.sql, &statements::emulated()])
+        {
             if ExecutorGlobals::take_exception().is_none() {
                 let _ = statement.try_call_method("execute", vec![&query.params]);
             }
         }
         let _ = ExecutorGlobals::take_exception();
     }
-}
-
-fn exception_message(exception: &ZendObject) -> String {
-    exception
-        .try_call_method("getMessage", vec![])
-        .ok()
-        .and_then(|m| m.str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-/// A PDOException (or any exception PDO threw) as an [`SqlError`]:
-/// SQLSTATE and driver code from `errorInfo` or from PDO's message prefix
-/// ("SQLSTATE[HY000] [2002] …", "SQLSTATE[08006]: …: 7 …"), the server's
-/// words without the prefix, the password (if any) blotted out.
-fn sql_error(exception: &ZendObject, connecting: bool, secrets: &[String]) -> SqlError {
-    let message = exception_message(exception);
-    let info = exception
-        .get_property::<&Zval>("errorInfo")
-        .ok()
-        .and_then(Zval::array);
-    let mut sqlstate = info
-        .and_then(|i| i.get_index(0))
-        .and_then(|s| s.str().map(str::to_owned));
-    let mut code = info.and_then(|i| i.get_index(1)).and_then(Zval::long);
-    let mut text = info
-        .and_then(|i| i.get_index(2))
-        .and_then(|s| s.str().map(str::to_owned));
-    if let Some(rest) = message.strip_prefix("SQLSTATE[") {
-        if let Some((state, rest)) = rest.split_once(']') {
-            sqlstate.get_or_insert_with(|| state.to_owned());
-            let rest = rest.trim_start_matches(':').trim_start();
-            // "[2002] Connection refused" (connect errors)
-            if let Some(rest) = rest.strip_prefix('[') {
-                if let Some((number, words)) = rest.split_once(']') {
-                    code = code.or_else(|| number.parse().ok());
-                    text.get_or_insert_with(|| words.trim().to_owned());
-                }
-            }
-            text.get_or_insert_with(|| rest.to_owned());
-        }
-    }
-    SqlError {
-        sqlstate: sqlstate.unwrap_or_else(|| "HY000".to_owned()),
-        code,
-        message: clean_message(&text.unwrap_or(message), secrets),
-        connecting,
-    }
-}
-
-/// The server's words: without libpq's "ERROR:  " prefixes and trailing
-/// newlines, and the password (if any) blotted out.
-fn clean_message(text: &str, secrets: &[String]) -> String {
-    let mut text = text
-        .replace("ERROR:  ", "")
-        .replace("FATAL:  ", "")
-        .trim()
-        .replace('\n', " ");
-    for secret in secrets.iter().filter(|s| s.len() >= 3) {
-        text = text.replace(secret.as_str(), "***");
-    }
-    if text.is_empty() {
-        text = "unknown error".to_owned();
-    }
-    text
 }

@@ -152,6 +152,28 @@ pub trait Dialect: Sync + std::fmt::Debug {
     /// connection the lock cut itself.
     fn lost_connection_error(&self, message: String) -> SqlError;
 
+    /// Claims `key` in the claims table `table` for `seconds` (server
+    /// time) with `holder`, in one statement: true when this call took it
+    /// (a new row, an expired one, or one `holder` already has: a retry of
+    /// this very call), false while another holder's claim runs.
+    fn claim(
+        &self,
+        session: &mut dyn Session,
+        table: &str,
+        key: &str,
+        seconds: f64,
+        holder: &str,
+    ) -> Result<bool, SqlError>;
+
+    /// Deletes at most [`super::claims::SWEEP_ROWS`] expired claims.
+    fn sweep_claims_sql(&self, table: &str) -> String;
+
+    /// The CREATE TABLE (and index) of a claims table, as a DBA runs it.
+    fn claims_table_sql(&self, table: &str) -> String;
+
+    /// Whether a failed statement says its table does not exist.
+    fn missing_table(&self, err: &SqlError) -> bool;
+
     /// Statements run once on a connection the lock opened, best effort:
     /// the session must outlive the server's idle limits (the lock lives
     /// exactly as long as it), and may tell another host who holds it

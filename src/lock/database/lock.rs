@@ -20,14 +20,16 @@
 //! - in a fork child the parent's hold and session are not the child's
 //!   (`lock::owner`), and names and messages are escaped (`lock::shorten`).
 
+use super::claims::{self, Claimed, ClaimsTable};
 use super::dialect::{Dialect, Slices, Waited};
 use super::errors::{Holder, SqlError};
-use super::names::Target;
+use super::names::{claim_key, Target};
 use super::session::{Session, Value};
 use crate::error::{Error, Result};
 use crate::lock::owner::{current_pid, Owner};
 use crate::lock::registry::{ObjectId, Registry};
 use crate::lock::{interrupted, shorten, Refusal, Wait};
+use std::rc::Rc;
 use std::time::Duration;
 
 /// Longest single blocking wait on the server, so that PHP signal handlers
@@ -37,10 +39,11 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// What the server says about the connection we talk on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SessionInfo {
-    /// Which server (and PostgreSQL database) the connection reaches: two
-    /// objects on the same server and name in one thread must not wait on
-    /// each other.
-    server: String,
+    /// The lock on the server the connection reaches: two objects on the
+    /// same server and name in one thread must not wait on each other.
+    /// Shared with this thread's [`HELD`] registry while held (no copy per
+    /// acquire).
+    held_name: Rc<HeldName>,
     /// MySQL `CONNECTION_ID()`, PostgreSQL `pg_backend_pid()`.
     id: i64,
 }
@@ -54,20 +57,17 @@ struct Granted {
 /// What names a held lock in this thread's [`HELD`] registry.
 #[derive(Debug, PartialEq, Eq)]
 struct HeldName {
+    /// Which server (and PostgreSQL database).
     server: String,
     target: Target,
 }
 
 thread_local! {
-    static HELD: Registry<HeldName> = const { Registry::new() };
+    static HELD: Registry<Rc<HeldName>> = const { Registry::new() };
 }
 
-fn held_elsewhere(server: &str, target: &Target, object: ObjectId) -> bool {
-    HELD.with(|held| {
-        held.held_by_another(object, |name| {
-            name.server == server && name.target == *target
-        })
-    })
+fn held_elsewhere(name: &HeldName, object: ObjectId) -> bool {
+    HELD.with(|held| held.held_by_another(object, |held| **held == *name))
 }
 
 /// The lock state of one `CronLock\Database` object.
@@ -131,7 +131,7 @@ impl DatabaseLock {
     pub fn held_by_another_object(&self) -> bool {
         self.info
             .as_ref()
-            .is_some_and(|info| held_elsewhere(&info.server, &self.target, self.object))
+            .is_some_and(|info| held_elsewhere(&info.held_name, self.object))
     }
 
     /// What this object believes: acquired in this process, not released,
@@ -192,7 +192,7 @@ impl DatabaseLock {
             }
             Err(err) => return Err(self.error(session, "cannot reach", &err)),
         };
-        if held_elsewhere(&info.server, &self.target, self.object) {
+        if held_elsewhere(&info.held_name, self.object) {
             if wait == Wait::Once {
                 self.refusal = Some(Refusal::HeldByThisThread);
                 return Ok(false);
@@ -216,10 +216,7 @@ impl DatabaseLock {
     fn finish_acquire(&mut self, acquired: bool, info: &SessionInfo) -> bool {
         if acquired {
             self.granted = Some(Granted { session: info.id });
-            let name = HeldName {
-                server: info.server.clone(),
-                target: self.target.clone(),
-            };
+            let name = Rc::clone(&info.held_name);
             HELD.with(|held| held.register(self.object, name));
         }
         acquired
@@ -421,7 +418,10 @@ impl DatabaseLock {
         }
         let row = session.query(self.dialect.session_info_sql(), &[])?;
         let info = SessionInfo {
-            server: row.first().and_then(Value::text).unwrap_or_default(),
+            held_name: Rc::new(HeldName {
+                server: row.first().and_then(Value::text).unwrap_or_default(),
+                target: self.target.clone(),
+            }),
             id: row.get(1).and_then(Value::int).unwrap_or(-1),
         };
         if !session.owns_connection() {
@@ -496,6 +496,68 @@ impl DatabaseLock {
         if granted {
             let _ = self.unlock(session);
         }
+    }
+
+    /// Claims `window` for `seconds` in `table` (see `claims.rs`): true
+    /// when this call claimed it, false when another call's claim of it
+    /// still runs. Needs no hold of the lock. A connection of ours that died
+    /// while idle is reopened and the claim asked once more (with the same
+    /// holder token: a claim the server took before the answer was lost is
+    /// still this call's).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for a window or length `claims.rs` refuses;
+    /// [`Error::Lock`] inside a transaction of the PDO given, when the table
+    /// is missing (with its CREATE TABLE) or the server refuses;
+    /// [`Error::Connection`] when the server cannot be reached.
+    pub fn claim(
+        &mut self,
+        session: &mut dyn Session,
+        table: &ClaimsTable,
+        window: &[u8],
+        seconds: f64,
+    ) -> Result<Claimed> {
+        let window = claims::check_window(window)?;
+        let seconds = claims::check_seconds(seconds)?;
+        self.adopt_process(session);
+        let what = format!("cannot claim window '{}' of", shorten(window));
+        if !session.owns_connection() && session.in_transaction() {
+            return Err(Error::Lock(format!(
+                "{what} lock {}: the PDO given is inside a transaction (or has autocommit off), \
+                 where a claim would be seen by other hosts only at its COMMIT and undone by a \
+                 rollback; claim outside it",
+                self.describe(session)
+            )));
+        }
+        let key = claim_key(self.name.as_bytes(), window);
+        let holder = claims::holder_token();
+        let claimed = match claims::claim_once(self.dialect, session, table, &key, seconds, &holder)
+        {
+            Err(err)
+                if self.dialect.lost_session(&err)
+                    && !err.connecting
+                    && session.owns_connection() =>
+            {
+                self.forget_session(session);
+                claims::claim_once(self.dialect, session, table, &key, seconds, &holder)
+            }
+            other => other,
+        };
+        claimed.map_err(|err| {
+            if self.dialect.lost_session(&err) {
+                self.forget_session(session);
+            }
+            if self.dialect.missing_table(&err) {
+                Error::Lock(format!(
+                    "{what} lock {}: {}",
+                    self.describe(session),
+                    claims::missing_table_advice(self.dialect, table)
+                ))
+            } else {
+                self.error(session, &what, &err)
+            }
+        })
     }
 
     /// For the drop of the PHP object: whether a release is due.
@@ -588,6 +650,10 @@ mod tests {
             self.sent.push(format!("{sql} {params:?}"));
             // Out of script: the lock is busy.
             self.answers.pop_front().unwrap_or_else(|| one(0))
+        }
+        fn execute(&mut self, sql: &str, params: &[&str]) -> std::result::Result<u64, SqlError> {
+            let row = self.query(sql, params)?;
+            Ok(row.first().and_then(Value::int).unwrap_or(0) as u64)
         }
         fn in_transaction(&mut self) -> bool {
             false

@@ -9,7 +9,8 @@
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `lock` | the state machine of one `CronLock\Database` object: acquire, confirm, renew, release, abandon |
+//! | `lock` | the state machine of one `CronLock\Database` object: acquire, confirm, renew, release, abandon, claim |
+//! | `claims` | claims of a window for N seconds (a row of the claims table): checks, holder tokens, the sweep |
 //! | `dialect` | the [`Dialect`] trait (what differs between servers) and the choice by PDO driver |
 //! | `mysql`, `postgres` | the two dialects: their SQL, waits and error codes |
 //! | `names` | a name's server-side lock name (`GET_LOCK` name, advisory key), as a DBA reproduces it |
@@ -18,6 +19,7 @@
 //! | `sockets` | the sockets of the lock's own connection: close-on-exec, fork, the statement watch |
 //! | `dsn` | a PDO DSN shown without its password |
 
+mod claims;
 mod dialect;
 mod dsn;
 mod errors;
@@ -29,12 +31,13 @@ mod session;
 mod sockets;
 
 pub use crate::lock::sys::InterruptFlag;
+pub use claims::{Claimed, ClaimsTable, DEFAULT_TABLE as DEFAULT_CLAIMS_TABLE};
 pub use dialect::{Dialect, Query, Slices, Waited};
 pub use dsn::{dsn_label, dsn_secrets};
 pub use errors::{Holder, SqlError};
 pub use lock::{DatabaseLock, WAIT_SLICE};
-pub use names::{mysql_lock_name, postgres_key};
-pub use session::{Session, Value};
+pub use names::{claim_key, mysql_lock_name, postgres_key};
+pub use session::{application_name, Session, Value};
 pub use sockets::{
     open_sockets, track_connection_fd, untrack_connection_fd, watch_statement, StatementWatch,
     ANSWER_GRACE,
@@ -62,14 +65,4 @@ pub fn for_driver(driver: &str) -> Result<&'static dyn Dialect> {
         known.join(" and "),
         shorten(driver)
     )))
-}
-
-/// `application_name` of the lock's own PostgreSQL connections (and
-/// whatever a dialect names its sessions by): `cronlock pid N on HOST`.
-pub fn application_name() -> String {
-    format!(
-        "cronlock pid {} on {}",
-        crate::lock::owner::current_pid(),
-        crate::lock::owner::hostname()
-    )
 }

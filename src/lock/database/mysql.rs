@@ -13,7 +13,12 @@
 //!   made close-on-exec, so a program the job exec()s cannot keep the
 //!   session, and the lock, alive after the job is killed;
 //! - a connection of the lock's own outlives `wait_timeout` (often
-//!   60-300 s on shared hosts) while the job leaves it idle.
+//!   60-300 s on shared hosts) while the job leaves it idle;
+//! - a claim is `INSERT … ON DUPLICATE KEY UPDATE` whose affected rows
+//!   say what happened (1 new, 2 taken, 0 held by another); on the PDO given,
+//!   which may count found rows (`PDO::MYSQL_ATTR_FOUND_ROWS`: 1 for held
+//!   too), a 1 is confirmed by reading the holder; claim times are UTC
+//!   (`UTC_TIMESTAMP(6)`), whatever a session's `time_zone`.
 
 use super::dialect::{Dialect, Query, Slices, Waited};
 use super::errors::SqlError;
@@ -135,6 +140,58 @@ impl Dialect for MySql {
             message,
             connecting: false,
         }
+    }
+
+    fn claim(
+        &self,
+        session: &mut dyn Session,
+        table: &str,
+        key: &str,
+        seconds: f64,
+        holder: &str,
+    ) -> Result<bool, SqlError> {
+        // `holder` is assigned first, from the row's old expiry; the
+        // expiry then follows the holder: only a taken row gets ours.
+        let sql = format!(
+            "INSERT INTO {table} (name, expires_at, holder) \
+             VALUES (?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?) \
+             ON DUPLICATE KEY UPDATE \
+             holder = IF(expires_at <= UTC_TIMESTAMP(6) OR holder = VALUES(holder), \
+             VALUES(holder), holder), \
+             expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)"
+        );
+        let micros = format!("{:.0}", seconds * 1e6);
+        match session.execute(&sql, &[key, &micros, holder])? {
+            0 => Ok(false),
+            // The lock's own connection never counts found rows.
+            1 if session.owns_connection() => Ok(true),
+            1 => {
+                let mine = format!("SELECT COUNT(*) FROM {table} WHERE name = ? AND holder = ?");
+                let row = session.query(&mine, &[key, holder])?;
+                Ok(row.first().and_then(Value::int) == Some(1))
+            }
+            _ => Ok(true),
+        }
+    }
+
+    fn sweep_claims_sql(&self, table: &str) -> String {
+        format!(
+            "DELETE FROM {table} WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT {}",
+            super::claims::SWEEP_ROWS
+        )
+    }
+
+    fn claims_table_sql(&self, table: &str) -> String {
+        format!(
+            "CREATE TABLE {table} (name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin \
+             NOT NULL PRIMARY KEY, expires_at DATETIME(6) NOT NULL, holder VARCHAR(255) NOT NULL, \
+             INDEX (expires_at))"
+        )
+    }
+
+    fn missing_table(&self, err: &SqlError) -> bool {
+        // 1146: ER_NO_SUCH_TABLE.
+        err.code == Some(1146) || err.sqlstate == "42S02"
     }
 
     fn own_connection_setup(&self, _application: &str) -> Vec<Query> {

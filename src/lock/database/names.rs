@@ -14,6 +14,12 @@
 //! Advisory locks are per database: both sides must be connected to the
 //! same database.
 //!
+//! A claim (`claim()`, `claims.rs`) of a window by a lock is the row whose
+//! `name` is the first 16 hex digits of the MD5 of the lock's name, a
+//! colon, and the window as given, on both servers:
+//! `CONCAT(LEFT(MD5('nightly-report'), 16), ':', '2026-12-01 10:05')`,
+//! `left(md5('nightly-report'), 16) || ':' || '2026-12-01 10:05'`.
+//!
 //! The traps this closes:
 //! - MySQL folds lock names to lower case and refuses more than 64
 //!   characters: only hashing keeps "compared byte for byte" on every
@@ -22,7 +28,10 @@
 //! - two long names sharing a 64-byte prefix are never cut to one lock;
 //! - 64 bits make an accidental collision between a shop's PostgreSQL names
 //!   negligible (hashtext() has 32 bits and is not promised stable across
-//!   releases); the MD5 is RustCrypto's, the one a DBA's `md5()` computes.
+//!   releases); the MD5 is RustCrypto's, the one a DBA's `md5()` computes;
+//! - a claim's key starts with a fixed-width digest of the lock's name, so
+//!   no lock's windows can be another lock's (`a` + `b:c` is not `a:b` +
+//!   `c`), and the window stays readable.
 
 use md5::{Digest, Md5};
 
@@ -77,6 +86,16 @@ pub fn postgres_key(name: &[u8]) -> i64 {
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     i64::from_be_bytes(first)
+}
+
+/// The claims table's key of `window` claimed by the lock `name`: the
+/// first 16 hex digits of MD5(name), `:`, the window.
+pub fn claim_key(name: &[u8], window: &str) -> String {
+    let digest = Md5::digest(name);
+    let mut key: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    key.push(':');
+    key.push_str(window);
+    key
 }
 
 /// pg_locks shows a bigint advisory key as classid (high 32 bits) and objid
@@ -140,6 +159,14 @@ mod tests {
         assert_ne!(mysql_lock_name(hashed.as_bytes()), hashed);
         assert!(mysql_lock_name("é".as_bytes()).starts_with("cronlock:"));
         assert!(mysql_lock_name(b"tab\there").starts_with("cronlock:"));
+    }
+
+    #[test]
+    fn claim_keys_start_with_a_fixed_width_digest_of_the_name() {
+        // SELECT CONCAT(LEFT(MD5('abc'), 16), ':', 'w')
+        assert_eq!(claim_key(b"abc", "w"), "900150983cd24fb0:w");
+        assert_ne!(claim_key(b"a", "b:c"), claim_key(b"a:b", "c"));
+        assert_eq!(claim_key(b"x", "").len(), 17);
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //!   holds it" ask pg_locks for this database only;
 //! - a connection of the lock's own outlives `idle_session_timeout` and
 //!   `idle_in_transaction_session_timeout`, and names itself (unless the DSN
-//!   did) so that the busy line of another host names this process.
+//!   did) so that the busy line of another host names this process;
+//! - a claim is `INSERT … ON CONFLICT … DO UPDATE … WHERE … RETURNING`:
+//!   a row comes back exactly when this call took the window; its times
+//!   are `timestamptz`, absolute whatever a session's `TimeZone`.
 
 use super::dialect::{Dialect, Query, Slices, Waited};
 use super::errors::SqlError;
@@ -180,6 +183,47 @@ impl Dialect for Postgres {
             message,
             connecting: false,
         }
+    }
+
+    fn claim(
+        &self,
+        session: &mut dyn Session,
+        table: &str,
+        key: &str,
+        seconds: f64,
+        holder: &str,
+    ) -> Result<bool, SqlError> {
+        let sql = format!(
+            "INSERT INTO {table} AS claim (name, expires_at, holder) \
+             VALUES (?, now() + make_interval(secs => ?::float8), ?) \
+             ON CONFLICT (name) DO UPDATE SET expires_at = EXCLUDED.expires_at, \
+             holder = EXCLUDED.holder \
+             WHERE claim.expires_at <= now() OR claim.holder = EXCLUDED.holder \
+             RETURNING 1"
+        );
+        let seconds = format!("{seconds:.6}");
+        Ok(!session.query(&sql, &[key, &seconds, holder])?.is_empty())
+    }
+
+    fn sweep_claims_sql(&self, table: &str) -> String {
+        format!(
+            "DELETE FROM {table} WHERE name IN \
+             (SELECT name FROM {table} WHERE expires_at <= now() LIMIT {})",
+            super::claims::SWEEP_ROWS
+        )
+    }
+
+    fn claims_table_sql(&self, table: &str) -> String {
+        format!(
+            "CREATE TABLE {table} (name varchar(255) COLLATE \"C\" PRIMARY KEY, \
+             expires_at timestamptz NOT NULL, holder varchar(255) NOT NULL); \
+             CREATE INDEX ON {table} (expires_at)"
+        )
+    }
+
+    fn missing_table(&self, err: &SqlError) -> bool {
+        // 42P01: undefined_table.
+        err.sqlstate == "42P01"
     }
 
     fn own_connection_setup(&self, application: &str) -> Vec<Query> {

@@ -73,8 +73,17 @@ pub trait Session {
         self.query(sql, params)
     }
 
+    /// Runs one statement that returns no rows: how many rows it changed
+    /// (MySQL's affected rows, as PDO reports them).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Session::query`].
+    fn execute(&mut self, sql: &str, params: &[&str]) -> std::result::Result<u64, SqlError>;
+
     /// Whether a transaction is open on the connection (PostgreSQL waits
-    /// then use a savepoint, so a timed-out slice does not abort it).
+    /// then use a savepoint, so a timed-out slice does not abort it), or
+    /// one opens with every statement (MySQL with autocommit off).
     fn in_transaction(&mut self) -> bool;
 
     /// Whether [`Session::disconnect`] lets the next query open a new
@@ -95,4 +104,14 @@ pub trait Session {
     /// "MySQL/MariaDB at mysql:host=db1" or "the PDO given": for messages.
     /// Never contains a password.
     fn label(&self) -> String;
+}
+
+/// `application_name` of the lock's own PostgreSQL connections (and
+/// whatever a dialect names its sessions by): `cronlock pid N on HOST`.
+pub fn application_name() -> String {
+    format!(
+        "cronlock pid {} on {}",
+        crate::lock::owner::current_pid(),
+        crate::lock::owner::hostname()
+    )
 }

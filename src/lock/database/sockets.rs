@@ -59,7 +59,7 @@ pub fn watch_statement(
     fds: &[i32],
     slice: Option<Duration>,
     interrupt: Option<InterruptFlag>,
-) -> StatementWatch {
+) -> StatementWatch<'_> {
     let started = std::time::Instant::now();
     let budget = slice.unwrap_or(Duration::ZERO) + ANSWER_GRACE;
     let on_interrupt = slice
@@ -72,12 +72,12 @@ pub fn watch_statement(
 }
 
 /// See [`watch_statement`].
-pub struct StatementWatch {
-    watch: sys::SocketWatch,
+pub struct StatementWatch<'a> {
+    watch: sys::SocketWatch<'a>,
     budget: Duration,
 }
 
-impl StatementWatch {
+impl StatementWatch<'_> {
     /// Ends the watch. `Err` when it cut the connection: the error to
     /// report (a lost connection; the statement's own result, if any, no
     /// longer counts).

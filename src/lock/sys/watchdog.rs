@@ -11,7 +11,9 @@
 //! - the thread runs with every signal blocked, so the kernel never
 //!   delivers a process signal meant for PHP's pcntl handlers to it;
 //! - it wakes only when a watch is due earlier than its next look (no
-//!   syscall and context switch on every statement);
+//!   syscall and context switch on every statement), and arming one copies
+//!   nothing: the statement's descriptors are borrowed for exactly as long
+//!   as the watch is armed (`SocketWatch<'a>`);
 //! - a fork child, which has no copy of the thread, starts its own: a
 //!   watchdog is used only by the process that started it.
 
@@ -56,10 +58,26 @@ struct Watches {
     next_check: Option<Instant>,
 }
 
+/// The sockets of a watched statement, borrowed from the [`SocketWatch`]'s
+/// caller (no copy per statement).
+struct Fds(*const RawFd, usize);
+
+// SAFETY: read only under the watchdog's mutex, while the watch is armed,
+// and a watch is disarmed (under that mutex) before the borrow it was made
+// from ends (`SocketWatch<'a>`).
+unsafe impl Send for Fds {}
+
+impl Fds {
+    fn get(&self) -> &[RawFd] {
+        // SAFETY: see `unsafe impl Send for Fds`.
+        unsafe { std::slice::from_raw_parts(self.0, self.1) }
+    }
+}
+
 /// One statement being watched.
 struct Armed {
     id: u64,
-    fds: Vec<RawFd>,
+    fds: Fds,
     deadline: Instant,
     /// From this instant on, a set flag cuts the statement short too.
     on_interrupt: Option<(Instant, InterruptFlag)>,
@@ -173,7 +191,7 @@ impl Watchdog {
                 continue;
             };
             {
-                for &fd in &watch.fds {
+                for &fd in watch.fds.get() {
                     // SAFETY: shutdown(2) on a descriptor number the
                     // statement's connection owns (it is closed only after
                     // the watch is disarmed); the descriptor stays open.
@@ -194,8 +212,9 @@ impl Watchdog {
 /// library reports the connection lost. [`SocketWatch::finish`] says whether
 /// and why that happened (then the connection is dead, whatever the
 /// statement said).
-pub struct SocketWatch {
+pub struct SocketWatch<'a> {
     armed: Option<(&'static Watchdog, u64)>,
+    fds: std::marker::PhantomData<&'a [RawFd]>,
 }
 
 /// Watches a statement (see [`SocketWatch`]). Without a watchdog thread (it
@@ -204,12 +223,16 @@ pub fn watch_sockets(
     fds: &[RawFd],
     deadline: Instant,
     on_interrupt: Option<(Instant, InterruptFlag)>,
-) -> SocketWatch {
+) -> SocketWatch<'_> {
+    let unarmed = SocketWatch {
+        armed: None,
+        fds: std::marker::PhantomData,
+    };
     if fds.is_empty() {
-        return SocketWatch { armed: None };
+        return unarmed;
     }
     let Some(dog) = watchdog() else {
-        return SocketWatch { armed: None };
+        return unarmed;
     };
     let id = NEXT_WATCH.fetch_add(1, Ordering::Relaxed);
     let first_due = on_interrupt.map_or(deadline, |(from, _)| from.min(deadline));
@@ -217,7 +240,7 @@ pub fn watch_sockets(
         let mut armed = dog.armed.lock();
         armed.list.push(Armed {
             id,
-            fds: fds.to_vec(),
+            fds: Fds(fds.as_ptr(), fds.len()),
             deadline,
             on_interrupt,
             fired: None,
@@ -231,10 +254,11 @@ pub fn watch_sockets(
     }
     SocketWatch {
         armed: Some((dog, id)),
+        fds: std::marker::PhantomData,
     }
 }
 
-impl SocketWatch {
+impl SocketWatch<'_> {
     /// Ends the watch: why the sockets were shut down, if they were.
     pub fn finish(mut self) -> Option<Cut> {
         self.disarm()
@@ -248,7 +272,7 @@ impl SocketWatch {
     }
 }
 
-impl Drop for SocketWatch {
+impl Drop for SocketWatch<'_> {
     fn drop(&mut self) {
         self.disarm();
     }
@@ -281,11 +305,8 @@ mod tests {
     fn a_statement_past_its_deadline_has_its_socket_shut_down() {
         let (ours, _server) = socket_pair();
         let started = Instant::now();
-        let watch = watch_sockets(
-            &[ours.as_raw_fd()],
-            started + Duration::from_millis(200),
-            None,
-        );
+        let fds = [ours.as_raw_fd()];
+        let watch = watch_sockets(&fds, started + Duration::from_millis(200), None);
         assert_eq!(blocked_read(&ours), 0, "end of file once cut");
         assert!(started.elapsed() >= Duration::from_millis(200));
         assert_eq!(watch.finish(), Some(Cut::Deadline));
@@ -298,8 +319,9 @@ mod tests {
         let started = Instant::now();
         // SAFETY: a static lives for ever.
         let flag = unsafe { InterruptFlag::new(&raw const FLAG) };
+        let fds = [ours.as_raw_fd()];
         let watch = watch_sockets(
-            &[ours.as_raw_fd()],
+            &fds,
             started + Duration::from_secs(60),
             Some((started + Duration::from_millis(100), flag)),
         );
@@ -313,11 +335,8 @@ mod tests {
     #[test]
     fn a_statement_answered_in_time_is_left_alone() {
         let (ours, server) = socket_pair();
-        let watch = watch_sockets(
-            &[ours.as_raw_fd()],
-            Instant::now() + Duration::from_secs(60),
-            None,
-        );
+        let fds = [ours.as_raw_fd()];
+        let watch = watch_sockets(&fds, Instant::now() + Duration::from_secs(60), None);
         // SAFETY: writes one byte from a live buffer.
         unsafe { libc::write(server.as_raw_fd(), b"x".as_ptr().cast(), 1) };
         assert_eq!(blocked_read(&ours), 1);
