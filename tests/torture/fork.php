@@ -134,6 +134,7 @@ foreach ($ends as $how => $end) {
 $scenarios['cron_guard-fork'] = function (string $dir): void {
     ini_set('cronlock.lock_dir', $dir);
     ini_set('error_log', "$dir/error.log");
+    ini_set('cronlock.log', 'error_log'); // a skip goes to syslog by default
     $path = "$dir/guarded.lock";
     $r = cron_guard(function (\CronLock\Guard $g) use ($path) {
         foreach (['exit' => fn () => exit(0), 'return' => fn () => null, 'throw' => function () {
