@@ -20,7 +20,7 @@ use PHPUnit\Framework\TestCase;
  * extension" LockException (as for Redlock lists), which the README's list
  * of polyfill differences names. The keys are read from the stub, so an
  * option added there but not to an implementation fails here. The
- * extension's list of known keys must be the stub's too.
+ * extension's list of known keys must be the stub's too (decision D25).
  *
  * And what the polyfill now does with 'replicas' (WAIT after the acquire
  * script, the key given back when too few replicas acknowledged it), against

@@ -4,7 +4,7 @@ namespace CronLock\Cli;
 
 /**
  * The flock(2) locks of this host as the kernel lists them in /proc/locks,
- * read once, without taking any lock:
+ * read once, without taking any lock (decision D23):
  *
  *   1: FLOCK  ADVISORY  WRITE 24684 fe:00:10010629 0 EOF       a holder
  *   1: -> FLOCK  ADVISORY  READ 24688 fe:00:10010629 0 EOF     a blocked waiter

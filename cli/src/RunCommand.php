@@ -4,7 +4,7 @@ namespace CronLock\Cli;
 
 /**
  * `cronlock run [LOCK] [--wait SECONDS] [--on-busy N] -- COMMAND [ARG…]`:
- * COMMAND runs while cronlock holds the lock (Supervisor), like flock(1)
+ * COMMAND runs while cronlock holds the lock (Supervisor, decision D28), like flock(1)
  * with cronlock's locks. LOCK is one of
  *   --lock NAME                          cron_guard()'s named lock (<lock dir>/NAME.lock)
  *   --file PATH                          CronLock\File

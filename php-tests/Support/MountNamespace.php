@@ -12,7 +12,7 @@ use PHPUnit\Framework\Assert;
  * so that a test which needs them starts from the same state on every
  * machine, whatever an earlier run or another engineer's tests left there,
  * and leaves nothing behind: the tmpfs mounts exist only in the namespace,
- * which ends with its last process.
+ * which ends with its last process (decision D14).
  *
  *   $ns = MountNamespace::start([
  *       '/run/lock' => ['readonly' => true, 'mode' => 0755],   // as RHEL ships it

@@ -6,7 +6,7 @@ namespace CronLock;
  * Not in cronlock/polyfill: database locks (MySQL/MariaDB GET_LOCK,
  * PostgreSQL advisory locks) come with the cronlock extension only. The class
  * exists so that code naming it fails with a LockException that says so,
- * not with "class not found".
+ * not with "class not found" (decision D25).
  */
 final class Database implements Lock
 {

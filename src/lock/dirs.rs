@@ -1,8 +1,8 @@
 //! Where `cron_guard()` keeps the lock files of named and script locks
-//! (decision D10).
+//! (decisions D10 and D13).
 //!
 //! The traps this closes:
-//! - one default directory per user, whatever the environment says: every
+//! - one default directory per user, whatever the environment says (D13): every
 //!   process of a user on a host (cron's, a login shell's, php-fpm's, the
 //!   extension's and cronlock/polyfill's) must lock the same file, so
 //!   `TMPDIR`, `sys_temp_dir` and the working directory are never read.

@@ -23,7 +23,7 @@
 //!   it, drop the hold and return false, so the holder can stop;
 //! - another object of this thread on the same file (device and inode) is
 //!   refused rather than left to wait for its own thread forever;
-//! - the file tells the truth: once the lock is held, the holder's pid, host
+//! - the file tells the truth (D21): once the lock is held, the holder's pid, host
 //!   and start time are written in place (no truncate-then-write, which
 //!   costs a disk flush on ext4), and just before the unlock they are
 //!   rewritten as a free record, so `cat` never names a process that let
@@ -32,12 +32,12 @@
 //!   object wrote), so locking someone's script or data file never writes
 //!   to it, even after it was rewritten in place;
 //! - a holder record that cannot be written (a full file system) does not
-//!   cost the lock, but is not silent either: [`FileLock::unwritten_record`]
+//!   cost the lock, but is not silent either (D24): [`FileLock::unwritten_record`]
 //!   says why, for the PHP layer's warning;
-//! - a wait blocks in flock(2), as `flock -w` does, so the kernel lists the
+//! - a wait blocks in flock(2), as `flock -w` does (D22), so the kernel lists the
 //!   waiter and hands it the lock at once, and is woken at least every
 //!   100 ms to check its deadline and [`super::interrupted`] (`file/wait.rs`);
-//! - a dropped object closes its descriptor: `fuser` and `lsof` list only
+//! - a dropped object closes its descriptor (D21): `fuser` and `lsof` list only
 //!   processes that hold the lock, wait for it, or keep a live lock object;
 //! - release and drop act only in the process that acquired (`lock::owner`):
 //!   a `fork()` child cannot free the parent's lock, and its copy of the

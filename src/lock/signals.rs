@@ -3,7 +3,7 @@
 //! signal, as if no handler were installed (the shell sees 128+N,
 //! `timeout(1)` 124; no PHP code runs, shutdown functions do not run).
 //! Database and File locks need none of this: the server and the kernel
-//! free them when the process dies.
+//! free them when the process dies (decision D16).
 //!
 //! Traps it closes:
 //!

@@ -104,7 +104,7 @@ impl File {
     }
 
     /// [`FileLock::acquire`], then the `E_WARNING` for a holder line it
-    /// could not write (the lock is kept). `Ok(None)`: an error handler
+    /// could not write (the lock is kept: D24). `Ok(None)`: an error handler
     /// turned that warning into an exception, now pending; the hold just
     /// taken is given back, since its caller never learns it was taken.
     ///

@@ -17,7 +17,7 @@
 //! - a skip is quiet but findable (`report.rs`), and says who holds the lock,
 //!   since when, for how long, and how long this run waited; a holder older
 //!   than `'stale_after'` looks stuck, at warning level (`'on_stale'`);
-//! - a lost hold is never silent: noticed at `Guard::renew()`,
+//! - a lost hold is never silent (D20): noticed at `Guard::renew()`,
 //!   `Guard::expired()` or `Guard::lost()`, and always at the job's end
 //!   (release()'s own answer; File: the path, which unlocking never checks),
 //!   it is logged once when noticed and once at the end (`'on_lost' =>

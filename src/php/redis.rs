@@ -80,6 +80,7 @@ impl Redis {
         let is_list = matches!(dsn, Dsns::List(_));
         let dsns = dsn_list(dsn)?;
         let dsns: Vec<&str> = dsns.iter().map(String::as_str).collect();
+        // D15: no $ttl is a lease that renewal keeps; refusing to renew it is an error.
         let ttl = match (ttl.0, auto_renew) {
             (None, Some(false)) => {
                 return Err(Error::value(

@@ -5,7 +5,7 @@
 //! lines the same way.
 //!
 //! The traps this closes:
-//! - a skip is the normal case, not an alert: by default it goes to
+//! - a skip is the normal case, not an alert (D19): by default it goes to
 //!   syslog, so a crontab line's busy run prints nothing and cron mails
 //!   nothing; a failure (a lost hold, a failing release) still reaches the
 //!   error log, which in the CLI is stderr, so cron mails it;

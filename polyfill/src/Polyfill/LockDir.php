@@ -5,7 +5,8 @@ namespace CronLock\Polyfill;
 use CronLock\LockException;
 
 /**
- * The directory of cron_guard()'s named and script locks (decision D10),
+ * The directory of cron_guard()'s named and script locks (decisions D10
+ * and D13: a directory of the user's own, whatever the environment says),
  * as the extension's src/lock/dirs.rs chooses and checks it, with its
  * sentences.
  *

@@ -9,7 +9,7 @@ use CronLock\LockException;
  * (renew-helper.php), started with the first hold that renews (a lease, or
  * 'auto_renew'), renews every such hold of this process every ttl/3 with the
  * token-checked renew script, on connections of its own (one per server and
- * credentials), as the extension's one renewal thread does.
+ * credentials), as the extension's one renewal thread does (decision D18).
  *
  * It learns everything, passwords included, on its stdin (never argv, which
  * `ps` shows): "INIT <json>" once, then "HOLD <json>" (a hold, or its new

@@ -8,7 +8,8 @@ use CronLock\LockException;
 use CronLock\Redis;
 
 /**
- * One run of a job under its hold, as cron_guard() and its Guard see it
+ * One run of a job under its hold (a lost hold is always reported: decision
+ * D20), as cron_guard() and its Guard see it
  * (the extension's `Run` in src/php/guard.rs): when and why the hold was
  * found gone, the lost lines (once when noticed, once at the end), and the
  * run's record fields.

@@ -3,7 +3,7 @@
 namespace CronLock\Polyfill;
 
 /**
- * Terminating signals while this process holds Redis keys, as the
+ * Terminating signals while this process holds Redis keys (decision D16), as the
  * extension's lock::signals does them, with pcntl: while a hold is held, each
  * of SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2 and SIGXCPU
  * whose handler is SIG_DFL gets ours (restart_syscalls off, so a blocking

@@ -1,4 +1,4 @@
-//! Claims: "this window is mine for N seconds", exactly once across hosts
+//! Claims (decision D27): "this window is mine for N seconds", exactly once across hosts
 //! (`CronLock\Database::claim()`, what Laravel's `onOneServer()` needs). A
 //! claim must outlive the session that made it, so it is a row of a table
 //! the DBA creates once ([`Dialect::claims_table_sql`]), keyed by the lock's

@@ -2,7 +2,7 @@
 //! holders, named by the record in the file when the two agree.
 //!
 //! The traps this closes:
-//! - nothing here locks or writes: /proc/locks is read, never a probing
+//! - nothing here locks or writes (D23): /proc/locks is read, never a probing
 //!   flock(LOCK_NB) (which could make a concurrent try-once acquire fail);
 //! - a record alone never makes a holder: after `kill -9` it still names the
 //!   dead process, so "held" is what the kernel lists, and the record only

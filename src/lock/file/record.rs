@@ -1,5 +1,5 @@
-//! The record File keeps at the start of its lock file: while it holds the
-//! lock, who holds it,
+//! The record File keeps at the start of its lock file (decision D21): while
+//! it holds the lock, who holds it,
 //!
 //! ```text
 //! cronlock pid=41327 host=web1 since=2026-11-30T14:50:00Z

@@ -1,5 +1,5 @@
 //! How a File waits for a lock held elsewhere: blocked in flock(2), as
-//! `flock -w` waits, and woken at least every 100 ms.
+//! `flock -w` waits, and woken at least every 100 ms (decision D22).
 //!
 //! The traps this closes:
 //! - the waiter blocks in the kernel: /proc/locks and lslocks list it (so

@@ -2,7 +2,7 @@
 //! `flock -w` does: /proc/locks and lslocks list the waiter, and the
 //! kernel hands it the lock the moment it is free. A timer interrupts the
 //! blocked call at least every period, so the wait still ends at its
-//! deadline and lets PHP's pending signal handlers run (D9).
+//! deadline and lets PHP's pending signal handlers run (D9, D22).
 //!
 //! The traps this closes:
 //! - the signal is a realtime one nobody else handles: the highest whose

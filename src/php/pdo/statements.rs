@@ -2,7 +2,7 @@
 //! prepared between runs, executed, their first row read, and PDO's errors
 //! turned into [`SqlError`]s. A lock taken again and again on one
 //! connection then costs what a loop over two prepared statements costs by
-//! hand (see docs/benchmarks.md, "Database").
+//! hand (decision D26; see docs/benchmarks.md, "Database").
 //!
 //! The traps this closes:
 //! - a statement's first run on a connection is emulated by PDO: one round
