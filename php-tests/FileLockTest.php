@@ -647,7 +647,7 @@ final class FileLockTest extends TestCase
 
     /**
      * @group extension-only
-     * Userland cannot detach a fork child's copy of the descriptor (README: cronlock/polyfill).
+     * Userland cannot detach a fork child's copy of the descriptor (docs/polyfill.md).
      */
     public function testAForkChildDoesNotKeepTheLockAliveAfterTheParentIsKilled(): void
     {

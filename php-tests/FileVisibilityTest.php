@@ -344,7 +344,7 @@ final class FileVisibilityTest extends TestCase
     {
         WebAssembly::skip('php-wasm has its own /proc');
         if (!extension_loaded('cronlock') && $timeout > 0) {
-            self::markTestSkipped('cronlock/polyfill polls a timed wait (PHP has no flock() with a timeout): README, cronlock/polyfill');
+            self::markTestSkipped('cronlock/polyfill polls a timed wait (PHP has no flock() with a timeout): docs/polyfill.md');
         }
         $path = "{$this->dir}/cost.lock";
         $stop = "{$this->dir}/stop";

@@ -11,7 +11,7 @@ use CronLock\Polyfill\Registry;
  * An flock(2) lock on a local file, through PHP's flock(): it excludes the
  * extension's CronLock\File, util-linux flock(1) and PHP's own flock() on the
  * same file. What userland cannot do like the extension is listed in the
- * README ("cronlock/polyfill: what differs").
+ * docs/polyfill.md (its differences from the extension).
  */
 final class File implements Lock, \Serializable
 {

@@ -159,7 +159,7 @@ final class FileSystem
             return false;
         }
         // A file system without hard links only: O_EXCL, which PHP's resolving a
-        // symlink first defeats (the gap left there; the README says so).
+        // symlink first defeats (the gap left there; docs/polyfill.md says so).
         $handle = @fopen($path, 'x+en');
         return $handle === false ? false : $handle;
     }
@@ -240,7 +240,7 @@ final class FileSystem
         }
         $info = @file_get_contents('/proc/self/mountinfo');
         if ($info === false) {
-            return null; // not Linux, or no /proc: cannot tell (see the README)
+            return null; // not Linux, or no /proc: cannot tell (see docs/polyfill.md)
         }
         $want = self::major($dev) . ':' . self::minor($dev);
         $byPrefix = null;
