@@ -196,6 +196,9 @@ final class CliRunTest extends TestCase
             [['run', '--lock', 'a', '--wait', 'soon', '--', 'true'], '--wait'],
             [['run', '--redis-env', 'CRONLOCK_TEST_UNSET_VARIABLE', '--key', 'k', '--', 'true'], 'is not set'],
             [['frobnicate'], 'unknown command'],
+            // what the lock classes refuse as a \ValueError is the command line's fault too
+            [['run', '--lock', 'bad/name', '--', 'true'], '$lock must be a lock name'],
+            [['run', '--redis', 'http://127.0.0.1:1', '--key', 'k', '--', 'true'], 'redis://'],
         ] as [$args, $message]) {
             [$code, , $err] = $this->cronlock($args, 'suite', ['CRONLOCK_TEST_UNSET_VARIABLE' => false]);
             self::assertSame(64, $code, implode(' ', $args) . ": $err");

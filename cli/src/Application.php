@@ -51,8 +51,14 @@ TEXT;
             fwrite(STDERR, 'cronlock: ' . $e->getMessage() . "\n");
             return ExitStatus::UNAVAILABLE;
         } catch (\Throwable $e) {
-            // A lock that cannot be used (LockException, ConnectionException, \ValueError of a DSN):
-            // its message never holds a password.
+            if ($e instanceof \ValueError) {
+                // A lock name, key, DSN or duration of the command line that cronlock refuses:
+                // the command line is wrong (its message never holds a password).
+                fwrite(STDERR, "cronlock $command: " . Text::oneLine($e->getMessage()) . "\n");
+                return ExitStatus::USAGE;
+            }
+            // A lock that cannot be used (LockException, ConnectionException): its message
+            // never holds a password.
             fwrite(STDERR, "cronlock $command: " . Text::oneLine($e->getMessage()) . "\n");
             return $command === 'run' ? ExitStatus::LOCK_FAILED : ExitStatus::INCOMPLETE;
         }
