@@ -214,6 +214,41 @@ php74_tests() {
     sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^$/d' -e 's|^|php-tests/|' "$CRONLOCK_ROOT/php-tests/php74.list"
 }
 
+# suite_files [PART]: the test files of php-tests/ (relative to the root),
+# one a line; PART 1, 2 or 3: one of three parts of about equal length (by
+# the figures in docs/testing.md), which scripts/test runs side by side:
+# 1 the Frameworks tests; 2 Database, Cli, Redlock, Cluster, Sentinel and
+# once_per; 3 the rest (a new test file lands there unless its name says
+# otherwise). Without PART: every file.
+suite_files() {
+    local part="${1:-}" second='/(Database|Cli|Redlock|Cluster|Sentinel|CronGuardOncePer)[^/]*Test\.php$'
+    (cd "$CRONLOCK_ROOT" && find php-tests -name '*Test.php' -not -path 'php-tests/Support/*' | LC_ALL=C sort) |
+        case "$part" in
+            "") cat ;;
+            1) grep '^php-tests/Frameworks/' ;;
+            2) grep -v '^php-tests/Frameworks/' | grep -E "$second" ;;
+            3) grep -v '^php-tests/Frameworks/' | grep -vE "$second" ;;
+            *) die "suite_files: no part $part" ;;
+        esac
+}
+
+# can_isolate: true where `isolated` works (root, and unshare(1) may make a
+# mount namespace: not in every container).
+can_isolate() {
+    [[ "$(id -u)" -eq 0 ]] && unshare --mount --propagation private true 2>/dev/null
+}
+# isolated CMD…: CMD in a private mount namespace whose /run is a fresh tmpfs
+# (with /run/lock, mode 1777, and /run/shm), so that the default lock
+# directories (/run/cronlock, /run/lock/cronlock-<uid>) a test suite uses are
+# neither another suite's running beside it nor the host's (D14). Servers
+# the tests start listen on loopback ports and keep their sockets in
+# $CRONLOCK_TEST_TMP, which stays shared.
+isolated() {
+    unshare --mount --propagation private -- bash -c \
+        'mount -t tmpfs -o mode=0755,size=64m cronlock-test-run /run && mkdir -m 1777 /run/lock && ln -s /dev/shm /run/shm && exec "$@"' \
+        isolated "$@"
+}
+
 # phpunit_config_for OUT FILE…: writes OUT, php-tests/phpunit.xml.dist with
 # one test suite of FILEs (relative to the root) in place of its own, every
 # path absolute (OUT may live anywhere). PHPUnit then loads only those files.
