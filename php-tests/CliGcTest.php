@@ -77,7 +77,7 @@ final class CliGcTest extends TestCase
         symlink("$elsewhere/target.lock", $kept[] = "{$this->lockDir}/link.lock");
         $ready = "{$this->dir}/flock-ready";
         $this->startCommand([self::FLOCK, '-n', "{$this->lockDir}/by-flock.lock", '-c',
-            sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done', escapeshellarg($ready), escapeshellarg("{$this->dir}/stop"))]);
+            sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done', escapeshellarg($ready), escapeshellarg("{$this->dir}/stop"))]);
         self::waitUntil(fn () => file_exists($ready), 'flock(1) to hold by-flock.lock');
         $h = $this->startPhp('suite', 'cron_guard(function () use ($argv) { touch($argv[1]); while (!file_exists($argv[2])) { usleep(10000); } }, "by-guard");',
             ["{$this->dir}/guard-ready", "{$this->dir}/stop"]);

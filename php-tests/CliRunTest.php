@@ -72,7 +72,7 @@ final class CliRunTest extends TestCase
         $lock = "{$this->lockDir}/busy.lock";
         $ready = "{$this->dir}/flock-ready";
         $stop = "{$this->dir}/flock-stop";
-        $holder = $this->startCommand([self::FLOCK, '-n', $lock, '-c', sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done',
+        $holder = $this->startCommand([self::FLOCK, '-n', $lock, '-c', sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done',
             escapeshellarg($ready), escapeshellarg($stop))]);
         self::waitUntil(fn () => file_exists($ready), 'flock(1) to hold the lock');
         $ran = "{$this->dir}/ran";

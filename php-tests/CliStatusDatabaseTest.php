@@ -126,7 +126,7 @@ final class CliStatusDatabaseTest extends TestCase
             putenv('CRONLOCK_TEST_DB=' . $db->dsn());
             $started = "{$this->dir}/run-started";
             $run = $this->startCronlock(['run', '--database-env', 'CRONLOCK_TEST_DB', '--user', 'cron', '--password-env', 'CRONLOCK_TEST_DB_PASSWORD',
-                '--name', 'sync-orders', '--', 'sh', '-c', sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done', escapeshellarg($started), escapeshellarg("{$this->dir}/stop"))], 'extension');
+                '--name', 'sync-orders', '--', 'sh', '-c', sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done', escapeshellarg($started), escapeshellarg("{$this->dir}/stop"))], 'extension');
             self::waitUntil(fn () => file_exists($started) || $this->commandExitCode($run) !== null, 'cronlock run to hold sync-orders');
             self::assertNull($this->commandExitCode($run), 'cronlock run holds sync-orders');
             $runPid = $this->commandPid($run);

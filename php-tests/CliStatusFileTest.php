@@ -56,7 +56,7 @@ final class CliStatusFileTest extends TestCase
     private function flockHolder(string $path): int
     {
         $ready = "{$this->dir}/ready-" . basename($path);
-        $h = $this->startCommand([self::FLOCK, '-n', $path, '-c', sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done',
+        $h = $this->startCommand([self::FLOCK, '-n', $path, '-c', sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done',
             escapeshellarg($ready), escapeshellarg("{$this->dir}/stop"))]);
         self::waitUntil(fn () => file_exists($ready) || $this->commandExitCode($h) !== null, 'flock(1) to hold ' . $path);
         return $this->commandPid($h);

@@ -71,7 +71,7 @@ final class CliStatusRedisTest extends TestCase
     {
         $started = "{$this->dir}/started-" . md5($key);
         $h = $this->startCronlock(['run', '--redis-env', $env, '--key', $key, '--', 'sh', '-c',
-            sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done', escapeshellarg($started), escapeshellarg("{$this->dir}/stop"))], $impl);
+            sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done', escapeshellarg($started), escapeshellarg("{$this->dir}/stop"))], $impl);
         self::waitUntil(fn () => file_exists($started) || $this->commandExitCode($h) !== null, "the holder of $key");
         self::assertNull($this->commandExitCode($h), "holds $key");
         return $this->commandPid($h);

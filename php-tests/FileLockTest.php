@@ -58,7 +58,7 @@ final class FileLockTest extends TestCase
         $ready = $this->dir . '/flock-ready-' . bin2hex(random_bytes(3));
         $stop = $this->dir . '/flock-stop-' . bin2hex(random_bytes(3));
         $h = $this->startCommand([self::FLOCK, $mode, '-n', $path, '-c',
-            sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done', escapeshellarg($ready), escapeshellarg($stop))]);
+            sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done', escapeshellarg($ready), escapeshellarg($stop))]);
         self::waitUntil(fn () => file_exists($ready) || $this->commandExitCode($h) !== null, 'flock(1) to take the lock');
         self::assertNull($this->commandExitCode($h), 'flock(1) could not take the lock');
         return [$h, $stop];

@@ -145,7 +145,7 @@ final class FileVisibilityTest extends TestCase
         $ready = "{$this->dir}/flock-ready";
         $done = "{$this->dir}/flock-done";
         $h = $this->startCommand([self::FLOCK, '-x', '-n', $path, '-c',
-            sprintf('touch %s; while [ ! -e %s ]; do sleep 0.02; done', escapeshellarg($ready), escapeshellarg($done))]);
+            sprintf('touch %s; s=%s; while [ ! -e "$s" ] && [ -d "${s%%/*}" ]; do sleep 0.02; done', escapeshellarg($ready), escapeshellarg($done))]);
         self::waitUntil(fn () => file_exists($ready) || $this->commandExitCode($h) !== null, 'flock(1) to take the lock');
         self::assertSame('pid ' . $this->commandPid($h), $observer->holder());
         self::assertSame($this->commandPid($h), $observer->holderPid());

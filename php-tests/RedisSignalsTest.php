@@ -217,6 +217,46 @@ final class RedisSignalsTest extends TestCase
         self::assertFalse($this->keyExists($key));
     }
 
+    /**
+     * SIG_IGN the process got from its parent (nohup for SIGHUP, a supervisor for SIGTERM) is
+     * the script's choice as much as its own pcntl_signal(): with the extension the job goes on
+     * and the key stays. PHP code cannot see an inherited SIG_IGN (PHP's own handler replaces
+     * it at start-up and keeps it in a table pcntl does not read), so the polyfill treats the
+     * signal as a default one: it releases the key and ends the process by the signal, never
+     * leaving the job running without its lock (docs/polyfill.md).
+     */
+    public function testASignalIgnoredFromTheParentStaysIgnored(): void
+    {
+        $key = self::key();
+        $go = "{$this->dir}/go";
+        // Not self::PRELUDE: it puts SIG_DFL back, which is what this test must not do.
+        $code = "\$lock = " . self::lockIn('lease', $key) . ";\n"
+            . sprintf(<<<'PHP'
+                cron_guard(function () {
+                    echo "HELD\n";
+                    while (!file_exists(%1$s)) { usleep(10000); }
+                    echo "STILL HERE\n";
+                }, $lock);
+                echo "AFTER\n";
+                PHP, var_export($go, true));
+        $p = Proc::startWrapped(['bash', '-c', 'trap "" HUP TERM; exec "$@"', 'ignoring'], $code);
+        $p->waitForLine('HELD', 10.0, 'stdout');
+        $p->signal(self::SIGNALS['SIGHUP']);
+        if (!extension_loaded('cronlock')) {
+            self::assertSame(128 + self::SIGNALS['SIGHUP'], $p->wait(), $p->stdout() . $p->stderr());
+            self::assertStringNotContainsString('STILL HERE', $p->stdout());
+            self::assertFalse($this->keyExists($key), 'the key was released');
+            return;
+        }
+        $p->signal(self::SIGNALS['SIGTERM']);
+        usleep(300000);
+        self::assertTrue($this->keyExists($key), 'the key stays held: ' . $p->stdout() . $p->stderr());
+        touch($go);
+        self::assertSame(0, $p->wait(), $p->stdout() . $p->stderr());
+        self::assertStringContainsString("STILL HERE\nAFTER\n", $p->stdout());
+        self::assertFalse($this->keyExists($key));
+    }
+
     public function testAForkChildsSigtermLeavesTheParentsKeyAlone(): void
     {
         $key = self::key();

@@ -309,6 +309,8 @@ namespace CronLock {
      *   whose server does not answer in that time expires by its TTL. With a handler of the
      *   script's own (pcntl_signal(), or SIG_IGN), installed before or during the hold,
      *   nothing changes: the handler runs and decides; the key stays held until released.
+     *   A SIG_IGN inherited from the parent (nohup) counts as the script's; cronlock/polyfill
+     *   cannot see one and treats that signal as a default one (docs/polyfill.md).
      *   A pcntl_fork() child's signal never releases its parent's keys.
      */
     final class Redis implements Lock

@@ -91,22 +91,33 @@ pub fn named_lock_dir_path(setting: &Path) -> PathBuf {
 /// [`Error::Lock`] naming the setting and saying why.
 pub fn check_setting(setting: &Path) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
+    let name = setting_name();
     let bytes = setting.as_os_str().as_bytes();
     let shown = || super::shorten(&String::from_utf8_lossy(bytes).escape_default().to_string());
     if bytes.contains(&0) {
         return Err(Error::Lock(format!(
-            "cronlock.lock_dir '{}' contains a NUL byte; set it to an absolute directory path",
+            "{name} '{}' contains a NUL byte; set it to an absolute directory path",
             shown()
         )));
     }
     if !bytes.is_empty() && !setting.is_absolute() {
         return Err(Error::Lock(format!(
-            "cronlock.lock_dir '{}' is a relative path, which would count from each run's \
+            "{name} '{}' is a relative path, which would count from each run's \
              working directory; set it to an absolute directory path",
             shown()
         )));
     }
     Ok(())
+}
+
+/// The setting in force as a message names it: `$CRONLOCK_LOCK_DIR` when
+/// set (it counts ahead of the ini setting), else `cronlock.lock_dir`.
+fn setting_name() -> &'static str {
+    if std::env::var_os(LOCK_DIR_ENV).is_some() {
+        "$CRONLOCK_LOCK_DIR"
+    } else {
+        "cronlock.lock_dir"
+    }
 }
 
 /// What `php --ri cronlock` shows as the named locks directory: the path,
@@ -257,7 +268,7 @@ fn check_explicit_dir(path: &Path) -> Result<()> {
         return Err(refusal(
             path,
             "is world-writable without the sticky bit",
-            "chmod +t it or set cronlock.lock_dir to a safer directory",
+            "chmod +t it or set CRONLOCK_LOCK_DIR or cronlock.lock_dir to a safer directory",
         ));
     }
     Ok(())
@@ -310,7 +321,10 @@ mod tests {
         for setting in ["var/lock", "./locks", "../x"] {
             let err = named_lock_dir(Path::new(setting)).unwrap_err().to_string();
             assert!(
-                err.contains(&format!("cronlock.lock_dir '{setting}' is a relative path")),
+                err.contains(&format!("cronlock.lock_dir '{setting}' is a relative path"))
+                    || err.contains(&format!(
+                        "$CRONLOCK_LOCK_DIR '{setting}' is a relative path"
+                    )),
                 "{err}"
             );
         }

@@ -75,11 +75,13 @@ final class LockDir
     /** One directory for every run, as the extension requires. */
     private static function explicitDir(string $setting): string
     {
+        // the setting in force, as the extension names it: the variable counts ahead of the ini
+        $name = getenv('CRONLOCK_LOCK_DIR') !== false ? '$CRONLOCK_LOCK_DIR' : 'cronlock.lock_dir';
         if (strpos($setting, "\0") !== false) {
-            throw new LockException(sprintf("cronlock.lock_dir '%s' contains a NUL byte; set it to an absolute directory path", Args::cut(str_replace("\0", '\u{0}', $setting))));
+            throw new LockException(sprintf("%s '%s' contains a NUL byte; set it to an absolute directory path", $name, Args::cut(str_replace("\0", '\u{0}', $setting))));
         }
         if ($setting[0] !== '/') {
-            throw new LockException(sprintf("cronlock.lock_dir '%s' is a relative path, which would count from each run's working directory; set it to an absolute directory path", Args::cut($setting)));
+            throw new LockException(sprintf("%s '%s' is a relative path, which would count from each run's working directory; set it to an absolute directory path", $name, Args::cut($setting)));
         }
         $dir = rtrim($setting, '/');
         return $dir === '' ? '/' : $dir;
@@ -148,7 +150,7 @@ final class LockDir
             throw self::refusal($dir, 'is not a directory', 'set CRONLOCK_LOCK_DIR or cronlock.lock_dir to an existing absolute directory');
         }
         if (($st['mode'] & 0002) !== 0 && ($st['mode'] & 01000) === 0) {
-            throw self::refusal($dir, 'is world-writable without the sticky bit', 'chmod +t it or set cronlock.lock_dir to a safer directory');
+            throw self::refusal($dir, 'is world-writable without the sticky bit', 'chmod +t it or set CRONLOCK_LOCK_DIR or cronlock.lock_dir to a safer directory');
         }
     }
 
