@@ -241,6 +241,27 @@ root_mount() {
     root_bind tmp "$root/tmp" -t tmpfs -o mode=1777
     # name resolution: the host's resolver (what a fresh machine gets from DHCP)
     cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    root_network_trust "$root"
+}
+
+# root_network_trust ROOT: the certificate authorities this host adds to
+# Debian's (/usr/local/share/ca-certificates: a network whose proxy signs
+# TLS itself, as many company networks have), as a fresh machine on the same
+# network is given them, or no crate, npm package or rustup download gets
+# through. Nothing of the project's. If ca-certificates is not installed in
+# the root yet, its installation picks them up.
+root_network_trust() {
+    local root="$1" crt
+    local -a local_cas=()
+    for crt in /usr/local/share/ca-certificates/*.crt; do
+        [[ -f "$crt" ]] && local_cas+=("$crt")
+    done
+    ((${#local_cas[@]})) || return 0
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp "${local_cas[@]}" "$root/usr/local/share/ca-certificates/"
+    if [[ -x "$root/usr/sbin/update-ca-certificates" ]]; then
+        chroot "$root" /usr/sbin/update-ca-certificates >/dev/null 2>&1 || true
+    fi
 }
 
 # root_rust ROOT fresh|shared: this host's Rust in the root (no registry has
