@@ -85,13 +85,21 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
 
     /**
      * A command the shell must run (here `cmd; true`, see ShellWords) is
-     * `sh -c` under the holder: the Supervisor's parent death signal reaches
-     * that shell, not the job it started, so the job would live on unlocked.
-     * Waits for the Supervisor to end the command's whole process group.
+     * `sh -c` under the holder: the parent-death signal reaches that shell,
+     * not the job it started; the Supervisor's watchdog ends the command's
+     * whole process group.
      */
     public function testKillOfTheHolderAloneEndsTheJobOfAShellCommand(): void
     {
-        self::markTestSkipped('waits for CronLock\\Cli\\Supervisor to end the whole process group of a command whose holder dies (its parent death signal reaches only the direct child, here the shell)');
+        $app = $this->app(true, $this->appEnv());
+        $app->config('cronlock', $this->cronlockConfig());
+        $app->schedule('$schedule->exec(\Illuminate\Console\Application::formatCommandString("fixture:job") . " " . escapeshellarg($journal) . " sh 120; true")->everyMinute()->withoutOverlapping();');
+        $tick = $app->tick(self::clock(0));
+        $first = $app->journal()->waitForStarts(1, 30.0, $tick);
+        self::assertStringContainsString('sh -c', self::cmdline((int) self::ppid($first['pid'])), 'the job is a child of the shell');
+        self::kill9(self::ancestor($first['pid'], 'cronlock:run'));
+        self::waitUntil(fn () => !self::processAlive($first['pid']), 'the job to end with its holder');
+        $this->assertRecovers($app, 'sh', 'kill -9 of cronlock:run alone, a shell command', microtime(true), 1);
     }
 
     /** @dataProvider commandEventTypes */
