@@ -5,16 +5,19 @@ namespace CronLock\Laravel;
 use CronLock\Laravel\Console\ClearCacheCommand;
 use CronLock\Laravel\Console\RunCommand;
 use Illuminate\Console\Events\CommandStarting;
+use Illuminate\Console\Scheduling\CacheSchedulingMutex;
 use Illuminate\Console\Scheduling\EventMutex;
 use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Console\Scheduling\ScheduleClearCacheCommand;
+use Illuminate\Console\Scheduling\SchedulingMutex;
 use Illuminate\Support\ServiceProvider;
 
 /**
  * cronlock for Laravel's scheduler, discovered through composer.json's
  * extra.laravel.providers. The scheduler asks the container for its
- * EventMutex (Schedule's constructor): binding it is the whole entry point
- * for withoutOverlapping(); the rest keeps the commands around it right.
+ * EventMutex and SchedulingMutex (Schedule's constructor): binding them is
+ * the whole entry point for withoutOverlapping() and onOneServer(); the
+ * rest keeps the commands around them right.
  */
 final class CronLockServiceProvider extends ServiceProvider
 {
@@ -27,6 +30,10 @@ final class CronLockServiceProvider extends ServiceProvider
         });
         $this->app->singleton(ScheduleRewriter::class);
         $this->app->singleton(EventMutex::class, CronLockEventMutex::class);
+        // onOneServer(): cronlock claims where the backend has them, else Laravel's cache claim.
+        $this->app->singleton(SchedulingMutex::class, function ($app) {
+            return $app->make($app->make(Locks::class)->claimsTicks() ? CronLockSchedulingMutex::class : CacheSchedulingMutex::class);
+        });
 
         // schedule:clear-cache shows the holders instead of deleting live locks.
         $this->app->extend(ScheduleClearCacheCommand::class, function () {

@@ -25,11 +25,19 @@ use InvalidArgumentException;
  * - Asking "is it held?" never takes the lock: a probe that acquires and
  *   releases can make a real acquire fail at that instant (and bumps Redis
  *   fencing counters), see holder().
+ * - A tick claimed by onOneServer() is a claim, not a lock: it outlives the
+ *   process that made it and expires on its own (claim()).
  */
 final class Locks
 {
     /** Seconds a Redis key lives unless renewed (config 'ttl' null). */
     private const REDIS_TTL = 30.0;
+    /**
+     * How long a tick's claim lasts (config 'claim_seconds' null): Laravel's
+     * own hour (CacheSchedulingMutex), so hosts whose clocks differ by up to
+     * that still name and claim the same tick.
+     */
+    private const CLAIM_SECONDS = 3600.0;
 
     /** @var array<string, mixed> */
     private $config;
@@ -79,10 +87,11 @@ final class Locks
                 $ttl = $this->config['ttl'] ?? self::REDIS_TTL;
                 return new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
             case 'database':
-                return new Database($this->config['dsn'], $this->prefix() . $name, [
+                return new Database($this->config['dsn'], $this->prefix() . $name, array_filter([
                     'user' => $this->config['username'] ?? null,
                     'password' => $this->config['password'] ?? null,
-                ]);
+                    'claims_table' => $this->config['claims_table'] ?? null,
+                ], 'is_string'));
             default:
                 return new File($this->directory() . '/' . $name . '.lock');
         }
@@ -124,6 +133,57 @@ final class Locks
         return null;
     }
 
+    /**
+     * Whether onOneServer() is claimed here (CronLockSchedulingMutex): file
+     * and database always, redis once CronLock\Redis has claim(); else the
+     * application's cache store claims it, as Laravel does.
+     */
+    public function claimsTicks(): bool
+    {
+        return $this->backend() !== 'redis' || method_exists(Redis::class, 'claim');
+    }
+
+    /**
+     * Claims the tick $window of the lock $name, exactly once: among every
+     * host on the server (redis, database: the server's claim), or among
+     * this host's processes (file: FileClaims).
+     *
+     * @throws \CronLock\LockException when the backend cannot claim (a missing claims table:
+     *         its message has the CREATE TABLE)
+     */
+    public function claim(string $name, string $window): bool
+    {
+        if ($this->backend() === 'file') {
+            return FileClaims::claim($this->directory(), $name, $window, $this->claimSeconds());
+        }
+        return $this->make($name)->claim($window, $this->claimSeconds());
+    }
+
+    /**
+     * Whether a claim of the tick $window stands, asked without claiming
+     * (Laravel 8.83's scheduler never asks; SchedulingMutex::exists()). The
+     * database's claims table is read with the key docs/database.md gives;
+     * a Redis claim cannot be asked without a claim: null.
+     */
+    public function claimed(string $name, string $window): ?bool
+    {
+        switch ($this->backend()) {
+            case 'file':
+                return FileClaims::claimed($this->directory(), $name, $window, $this->claimSeconds());
+            case 'database':
+                $pdo = new \PDO($this->config['dsn'], $this->config['username'] ?? null, $this->config['password'] ?? null, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION]);
+                $table = (string) ($this->config['claims_table'] ?? 'cronlock_claims');
+                $sql = $pdo->getAttribute(\PDO::ATTR_DRIVER_NAME) === 'pgsql'
+                    ? "SELECT 1 FROM $table WHERE name = left(md5(?), 16) || ':' || ? AND expires_at > now()"
+                    : "SELECT 1 FROM $table WHERE name = CONCAT(LEFT(MD5(?), 16), ':', ?) AND expires_at > NOW(6)";
+                $statement = $pdo->prepare($sql);
+                $statement->execute([$this->prefix() . $name, $window]);
+                return $statement->fetchColumn() !== false;
+            default:
+                return null;
+        }
+    }
+
     /** Where this backend keeps $name, for messages: a path, a key or a lock name (never the DSN). */
     public function describe(string $name): string
     {
@@ -135,6 +195,11 @@ final class Locks
             default:
                 return $this->directory() . '/' . $name . '.lock';
         }
+    }
+
+    private function claimSeconds(): float
+    {
+        return (float) ($this->config['claim_seconds'] ?? self::CLAIM_SECONDS);
     }
 
     private function prefix(): string
