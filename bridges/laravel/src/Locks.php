@@ -3,7 +3,6 @@
 namespace CronLock\Laravel;
 
 use CronLock\Database;
-use CronLock\Cli\KernelLocks;
 use CronLock\File;
 use CronLock\Lock;
 use CronLock\Redis;
@@ -98,34 +97,26 @@ final class Locks
     }
 
     /**
-     * Who holds the lock on $name right now, asked without taking it:
-     * "pid 4711" (File), "a process cronlock cannot name (…)" for a File
-     * lock the kernel lists whose locker holderPid() cannot name (it exited
-     * and a child kept the descriptor, or it is another user's process:
-     * cronlock/cli's reading of /proc/locks), the server's words for a
-     * Database lock ("MySQL connection 17 from cron@10.0.0.5:51234"). null
+     * Who holds the lock on $name right now, asked without taking it: the
+     * lock's own holder() for File ("pid 4711 on web1 since …", "pid 4711",
+     * "an unknown process": the kernel's list of locks) and Database (the
+     * server's words, "MySQL connection 17 from cron@10.0.0.5:51234"); null
      * when it is free, and also for every Redis key (CronLock\Redis has no
-     * side-effect-free question yet), or where /proc/locks cannot be read.
-     * A null therefore never proves the lock free; whoever then runs the
-     * event acquires it for real.
+     * side-effect-free question yet). Where the kernel cannot be asked (no
+     * /proc, other Unixes) a File lock names the holder its file records if
+     * that process lives (holderPid()). A null therefore never proves the
+     * lock free; whoever then runs the event acquires it for real.
      */
     public function holder(string $name): ?string
     {
         $lock = $this->make($name);
         if ($lock instanceof File) {
-            $pid = $lock->holderPid();
-            if ($pid !== null) {
-                return "pid $pid";
+            try {
+                return $lock->holder();
+            } catch (\CronLock\LockException $e) {
+                $pid = $lock->holderPid();
+                return $pid === null ? null : "pid $pid";
             }
-            // holderPid() is null for free and for a holder it cannot name: ask the kernel's list.
-            $stat = @stat($lock->path());
-            $holders = $stat === false ? [] : KernelLocks::read()->holders($stat['dev'], $stat['ino']);
-            if ($holders === []) {
-                return null;
-            }
-            $locker = $holders[0]['pid'];
-            return $locker === null ? 'a process cronlock cannot name'
-                : "a process cronlock cannot name (pid $locker locked it and is gone, or is not ours to inspect)";
         }
         if ($lock instanceof Database) {
             return $lock->holder();
