@@ -31,7 +31,8 @@ return [
 
     // redis: the key's time to live in seconds, renewed every third of it while the
     // job runs, so a holder killed with kill -9 blocks the next run for at most this long.
-    'ttl' => 30.0,
+    // null: cronlock's lease, 30 s renewed every 10 s while the job runs.
+    'ttl' => env('CRONLOCK_REDIS_TTL'),
 
     // onOneServer(): how long a tick's claim lasts, in seconds. Hosts whose clocks
     // differ by less than this agree on each tick (Laravel's own claim lasts an hour).

@@ -29,8 +29,6 @@ use InvalidArgumentException;
  */
 final class Locks
 {
-    /** Seconds a Redis key lives unless renewed (config 'ttl' null). */
-    private const REDIS_TTL = 30.0;
     /**
      * How long a tick's claim lasts (config 'claim_seconds' null): Laravel's
      * own hour (CacheSchedulingMutex), so hosts whose clocks differ by up to
@@ -81,10 +79,11 @@ final class Locks
     {
         switch ($this->backend()) {
             case 'redis':
-                // A short TTL renewed while the holder lives: what a kill -9 costs.
-                // null: cronlock's own default (30 s, as its lease will be).
-                $ttl = $this->config['ttl'] ?? self::REDIS_TTL;
-                return new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
+                // A TTL renewed while the holder lives: what a kill -9 costs. null:
+                // cronlock's lease (30 s, renewed every 10 s while the process lives).
+                $ttl = $this->config['ttl'] ?? null;
+                return $ttl === null ? new Redis($this->config['dsn'], $this->prefix() . $name)
+                    : new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
             case 'database':
                 return new Database($this->config['dsn'], $this->prefix() . $name, array_filter([
                     'user' => $this->config['username'] ?? null,
