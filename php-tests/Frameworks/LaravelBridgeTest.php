@@ -16,6 +16,12 @@ final class LaravelBridgeTest extends LaravelTestCase
 {
     private const EVENT = '$schedule->command("fixture:job", [$journal, "fg", %s])->everyMinute()->withoutOverlapping()';
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testTheProviderIsDiscoveredFromComposerJson(): void
     {
         $app = $this->app(true);
@@ -24,6 +30,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertSame(['providers' => ['CronLock\\Laravel\\CronLockServiceProvider']], $manifest['cronlock/laravel'] ?? null);
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testVendorPublishWritesTheConfigFile(): void
     {
         $app = $this->app(true);
@@ -32,6 +44,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertFileEquals(dirname(__DIR__, 2) . '/bridges/laravel/config/cronlock.php', $app->dir() . '/config/cronlock.php');
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testScheduleListShowsTheCommandsAsTheUserWroteThem(): void
     {
         $app = $this->app(true);
@@ -42,6 +60,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertStringContainsString("'artisan' fixture:job '{$app->journal()->path()}' 'fg' 2 ", $out);
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testTheLockIsNamedAfterTheCommandAsWritten(): void
     {
         $app = $this->app(true);
@@ -52,6 +76,12 @@ final class LaravelBridgeTest extends LaravelTestCase
             "Laravel's own mutex name of the event as written (sha1 of expression and command)");
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testABackgroundEventsCallbacksRunInScheduleFinish(): void
     {
         $app = $this->app(true);
@@ -67,6 +97,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertSame("success 0\nfailure 3\n", file_get_contents($done), "schedule:finish found the rewritten event by its mutex name, with the job's status");
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testAForegroundEventGetsTheJobsExitStatus(): void
     {
         $app = $this->app(true);
@@ -77,6 +113,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertSame("after 3\n", file_get_contents($done));
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testExpiresAtEndsAJobThatRunsThatLong(): void
     {
         $app = $this->app(true);
@@ -165,12 +207,14 @@ final class LaravelBridgeTest extends LaravelTestCase
     {
         $redis = RedisServer::start();
         $app = $this->app(true);
-        $app->config('cronlock', ['backend' => 'redis', 'dsn' => $redis->dsn(), 'ttl' => 30.0, 'prefix' => 'app:']);
+        $app->config('cronlock', ['backend' => 'redis', 'dsn' => $redis->dsn(), 'prefix' => 'app:']); // no ttl: cronlock's lease
         $app->schedule('$schedule->call(fn () => Job::run($journal, "cb", 120))->name("cb")->everyMinute()->withoutOverlapping();');
         $tick = $app->tick(self::clock(0));
         $app->journal()->waitForStarts(1, 30.0, $tick);
         $key = 'app:schedule-' . sha1('cb');
         self::assertNotNull($redis->command('GET', $key), 'the running callback holds the key');
+        $pttl = (int) $redis->command('PTTL', $key);
+        self::assertTrue($pttl > 0 && $pttl <= 30_000, "the lease: 30 s at most, renewed while the holder lives (PTTL $pttl)");
         $fence = $redis->command('GET', "{$key}:fence");
         for ($minute = 1; $minute <= 3; $minute++) {
             self::runTick($app, $minute);
@@ -180,6 +224,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         $tick->killGroup();
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testAnUnknownBackendIsRefusedWithTheSetting(): void
     {
         $app = $this->app(true);

@@ -39,6 +39,13 @@ abstract class LaravelOnOneServerTestCase extends LaravelTestCase
         return [];
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the tick's claim is the bridge's (FileClaims), Laravel's
+     * cache store's or the database server's, none of them the polyfill's; its locks
+     * only guard withoutOverlapping(), which testAfterKillOfTheWinnerTheNextTickRuns
+     * runs on it.
+     */
     public function testEachTickRunsOnExactlyOneHost(): void
     {
         [$hosts, $journal, $config] = $this->twoHosts(0.2);

@@ -74,7 +74,14 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
         $this->assertRecovers($app, $type, 'kill -9 of the process group', microtime(true), 1);
     }
 
-    /** @dataProvider commandEventTypes */
+    /**
+     * @dataProvider commandEventTypes
+ * @group extension-only
+ * not polyfill-specific: what is tested is cronlock:run's Supervisor (cronlock/cli,
+ * plain PHP, the same whichever implementation is loaded); the polyfill's own
+ * paths here (its locks' release when the holder dies) are testKillOfTheJob's
+ * and testKillOfTheWholeProcessGroup's, which run on it.
+     */
     public function testKillOfTheHolderAloneEndsTheJob(string $type): void
     {
         [$app, $tick, $first] = $this->startLongRun($type);
@@ -88,6 +95,12 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
      * `sh -c` under the holder: the parent-death signal reaches that shell,
      * not the job it started; the Supervisor's watchdog ends the command's
      * whole process group.
+     *
+ * @group extension-only
+ * not polyfill-specific: what is tested is cronlock:run's Supervisor (cronlock/cli,
+ * plain PHP, the same whichever implementation is loaded); the polyfill's own
+ * paths here (its locks' release when the holder dies) are testKillOfTheJob's
+ * and testKillOfTheWholeProcessGroup's, which run on it.
      */
     public function testKillOfTheHolderAloneEndsTheJobOfAShellCommand(): void
     {
@@ -102,7 +115,12 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
         $this->assertRecovers($app, 'sh', 'kill -9 of cronlock:run alone, a shell command', microtime(true), 1);
     }
 
-    /** @dataProvider commandEventTypes */
+    /**
+     * @dataProvider commandEventTypes
+     * @group extension-only
+     * not polyfill-specific: the job keeps its lock in cronlock:run, and the filter
+     * asks holder() as in testATickWhileARunIsGoingSkipsIt, which runs on the polyfill.
+     */
     public function testKillOfLaravelsShellLeavesTheJobItsLock(string $type): void
     {
         [$app, $tick, $first] = $this->startLongRun($type);
@@ -124,7 +142,7 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
     /** @dataProvider eventTypes */
     public function testATickWhileARunIsGoingSkipsIt(string $type): void
     {
-        $app = $this->scenarioApp($type, 3.0);
+        $app = $this->scenarioApp($type, 2.0);
         $tick = $app->tick(self::clock(0));
         $app->journal()->waitForStarts(1, 30.0, $tick);
         $next = $app->tick(self::clock(1));
