@@ -90,7 +90,8 @@ final class LaravelBridgeTest extends LaravelTestCase
             . sprintf(' $e->onSuccess(function () use ($e) { file_put_contents(%1$s, "success $e->exitCode\n", FILE_APPEND); })'
                 . '->onFailure(function () use ($e) { file_put_contents(%1$s, "failure $e->exitCode\n", FILE_APPEND); });', var_export($done, true)));
         self::runTick($app, 0);
-        self::waitUntil(fn () => is_file($done), 'schedule:finish to run the callbacks', 30.0);
+        // the line, not the file: file_put_contents() creates it before it writes
+        self::waitUntil(fn () => substr_count((string) @file_get_contents($done), "\n") === 1, 'schedule:finish to run the callbacks', 30.0);
         self::assertSame("success 0\n", file_get_contents($done));
         self::runTick($app, 1, ['FIXTURE_JOB_STATUS' => '3']);
         self::waitUntil(fn () => substr_count((string) file_get_contents($done), "\n") === 2, 'the second run\'s callbacks', 30.0);
