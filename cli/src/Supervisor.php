@@ -191,7 +191,9 @@ final class Supervisor
             return null;
         }
         $null = ['file', '/dev/null', 'w'];
-        $process = proc_open([$this->setsid, '/bin/sh', '-c', self::WATCHDOG_SCRIPT, 'cronlock-watchdog'], [0 => ['pipe', 'r'], 1 => $null, 2 => $null], $pipes);
+        // A string, not an argv (PHP 7.4+): the shell PHP starts execs setsid, which execs the watchdog.
+        $command = 'exec ' . implode(' ', array_map('escapeshellarg', [$this->setsid, '/bin/sh', '-c', self::WATCHDOG_SCRIPT, 'cronlock-watchdog']));
+        $process = proc_open($command, [0 => ['pipe', 'r'], 1 => $null, 2 => $null], $pipes);
         if (!is_resource($process)) {
             throw new \RuntimeException('cannot start the command: the watchdog (setsid sh) did not start');
         }
