@@ -33,6 +33,12 @@ abstract class LaravelOnOneServerTestCase extends LaravelTestCase
     /** Whether the tick right after a kill -9 of the winner must run the job (the withoutOverlapping() lock freed at once). */
     abstract protected function recoversOnTheNextTick(): bool;
 
+    /** Whether the tick is claimed with cronlock (CronLockSchedulingMutex), else by Laravel's cache claim. */
+    protected function claimsWithCronlock(): bool
+    {
+        return true;
+    }
+
     /** The application's environment (its cache store). */
     protected function hostEnv(): array
     {
@@ -90,6 +96,35 @@ abstract class LaravelOnOneServerTestCase extends LaravelTestCase
         }
         self::note(sprintf('%s: onOneServer + withoutOverlapping, kill -9 of the winner: the job ran again %.2f s later, at tick +%d',
             (new \ReflectionClass($this))->getShortName(), $journal->starts()[1]['t'] - $killed, $minute - 1));
+    }
+
+    /**
+     * The container's SchedulingMutex, asked directly: the window is the
+     * time given, to the minute in UTC (10:05 in Berlin in January is 09:05
+     * UTC), exists() answers without claiming, and a claim holds for its
+     * window only.
+     */
+    public function testTheClaimIsTheTimeGivenToTheMinuteInUtcAndExistsOnlyAsks(): void
+    {
+        $base = $this->makeTempDir('laravel-hosts');
+        $app = $this->app(true, $this->hostEnv(), "$base/a");
+        $app->config('cronlock', $this->cronlockConfig($base) + ['claim_seconds' => self::CLAIM_SECONDS]);
+        $app->schedule('$schedule->command("fixture:job", [$journal, "one", 0])->everyMinute()->onOneServer();');
+        $out = $app->php('require "vendor/autoload.php"; $app = require "bootstrap/app.php";
+            $app->make(Illuminate\Contracts\Console\Kernel::class)->bootstrap();
+            $event = $app->make(Illuminate\Console\Scheduling\Schedule::class)->events()[0];
+            $mutex = $app->make(Illuminate\Console\Scheduling\SchedulingMutex::class);
+            $berlin = new DateTimeImmutable("2030-01-07 10:05:17", new DateTimeZone("Europe/Berlin"));
+            $utc = new DateTimeImmutable("2030-01-07 09:05:59", new DateTimeZone("UTC"));
+            echo json_encode([get_class($mutex), $mutex->exists($event, $berlin), $mutex->exists($event, $berlin),
+                $mutex->create($event, $berlin), $mutex->exists($event, $utc), $mutex->create($event, $utc),
+                $mutex->exists($event, $berlin->modify("+1 minute")), $mutex->create($event, $berlin->modify("+1 minute"))]);')->succeed()->stdout();
+        $answers = json_decode($out, true);
+        if (!$this->claimsWithCronlock()) {
+            self::assertSame('Illuminate\Console\Scheduling\CacheSchedulingMutex', $answers[0] ?? $out, 'Laravel\'s cache claim until CronLock\Redis has claim()');
+            return;
+        }
+        self::assertSame(['CronLock\Laravel\CronLockSchedulingMutex', false, false, true, true, false, false, true], $answers, $out);
     }
 
     /** @return array{list<LaravelApp>, Journal, array<string, mixed>} */

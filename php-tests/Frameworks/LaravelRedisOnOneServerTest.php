@@ -24,6 +24,11 @@ final class LaravelRedisOnOneServerTest extends LaravelOnOneServerTestCase
         $this->redis = null;
     }
 
+    protected function claimsWithCronlock(): bool
+    {
+        return method_exists(\CronLock\Redis::class, 'claim');
+    }
+
     protected function hostEnv(): array
     {
         return ['FIXTURE_CACHE' => 'redis', 'FIXTURE_REDIS_PORT' => (string) $this->redis->port()];
