@@ -1,19 +1,21 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
-use super::errors::{plain_io, Failed};
-use super::hold::HoldState;
+use super::errors::{plain_io, FailedOp};
 use super::listener::Listener;
 use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::ownership::Ownership;
 use super::registry::{self, LockName};
-use super::renewer::{self, NewHold, Registration};
+use super::renewer::{self, Handover, Registration};
 use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::token::{random_token, HolderValue};
 use super::topology::{Attempt, Mode, SentinelAuth, Topology};
 use crate::error::{Error, Result};
+use crate::lock::owner::{current_pid, hostname, Owner};
+use crate::lock::registry::ObjectId;
 use crate::lock::{sys, Wait};
 use std::mem;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,14 +29,14 @@ pub struct RedisLock {
     topology: Topology,
     /// The key, its settings, and how messages name it.
     pub(super) target: Target,
-    /// Tells this lock apart from other objects on the same key in the
-    /// per-thread registry of holds.
-    id: u64,
+    /// This object in the thread's registry of holds.
+    object: ObjectId,
     /// Its entry in that registry.
     name: LockName,
-    /// The process whose sockets and thread `conn` and `hold` are.
-    owner_pid: u32,
-    hold: Option<Hold>,
+    /// The process whose connections and renewal thread `topology` and
+    /// `hold` use.
+    owner: Owner,
+    hold: Option<Acquisition>,
     /// The value of `<key>` seen by the last acquire that found it busy.
     last_holder: Option<HolderValue>,
     /// When that key expired at the latest, as the same acquire found it
@@ -54,17 +56,17 @@ pub struct RedisLock {
 }
 
 /// What we know about a key we acquired.
-struct Hold {
+struct Acquisition {
     token: String,
     fence: i64,
-    state: Arc<HoldState>,
+    state: Arc<Ownership>,
     /// Known to the renewal thread, which renews it (a lease,
     /// `auto_renew`) and releases it on a terminating signal; `None` when
     /// the thread could not be started for a hold that does not renew.
     registration: Option<Registration>,
 }
 
-impl Hold {
+impl Acquisition {
     /// Stops renewing it, and waits for its renewal in flight, if any.
     fn finish(self) {
         self.state.signal_stop();
@@ -132,7 +134,6 @@ impl RedisLock {
     }
 
     fn build(dsns: &[&str], key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         if key.is_empty() {
             return Err(Error::value("$key", "must not be empty"));
         }
@@ -161,8 +162,8 @@ impl RedisLock {
                 secrets,
             },
             name,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            owner_pid: sys::current_pid(),
+            object: ObjectId::next(),
+            owner: Owner::this_process(),
             hold: None,
             last_holder: None,
             last_expires_in: None,
@@ -208,7 +209,7 @@ impl RedisLock {
             return self.confirm_hold();
         }
         self.forget_hold();
-        if let Some(token) = registry::held_by_another(&self.name, self.id) {
+        if let Some(token) = registry::held_by_another(&self.name, self.object) {
             self.last_holder = Some(HolderValue(token));
             if wait == Wait::Once {
                 self.busy_here = true;
@@ -218,12 +219,7 @@ impl RedisLock {
         }
         let token = match &self.unsettled {
             Some(token) => token.clone(),
-            None => format!(
-                "{}:{}@{}",
-                random_token()?,
-                sys::current_pid(),
-                sys::hostname()
-            ),
+            None => format!("{}:{}@{}", random_token()?, current_pid(), hostname()),
         };
         if wait == Wait::Once {
             return match self.attempt(&token, Mode::Take)? {
@@ -246,7 +242,7 @@ impl RedisLock {
     fn busy_through_this_thread(&self) -> bool {
         self.last_holder
             .as_deref()
-            .is_some_and(|holder| registry::holds_token(&self.target.key, holder, self.id))
+            .is_some_and(|holder| registry::holds_token(&self.target.key, holder, self.object))
     }
 
     fn would_deadlock(&self) -> Error {
@@ -254,7 +250,7 @@ impl RedisLock {
             "{} is already held by this process (pid {}) through another \
              CronLock\\Redis object; waiting for it would deadlock",
             self.describe(),
-            sys::current_pid()
+            current_pid()
         ))
     }
 
@@ -286,7 +282,7 @@ impl RedisLock {
                     let nap = expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL));
                     self.topology.retry_pause(nap)
                 }
-                Err(Failed {
+                Err(FailedOp {
                     error,
                     transient: true,
                     ..
@@ -319,7 +315,7 @@ impl RedisLock {
     }
 
     /// One run of the acquire script (see [`Topology::attempt`]).
-    fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
+    fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, FailedOp> {
         let invocation = self.acquire_invocation(token, mode);
         self.topology.attempt(
             &self.target,
@@ -397,7 +393,7 @@ impl RedisLock {
         window_end_ms: i64,
         window_left: Duration,
     ) -> Result<bool> {
-        let state = HoldState::new(sent, self.topology.valid_for(self.target.ttl));
+        let state = Ownership::new(sent, self.topology.valid_for(self.target.ttl));
         if window_end_ms != 0 {
             // once_per: the key lives until its window ends whatever the
             // TTL, so the hold does too (renew() and isHeld() say so).
@@ -406,7 +402,7 @@ impl RedisLock {
         }
         let state = Arc::new(state);
         let renews = self.target.options.auto_renew;
-        let hold = NewHold {
+        let hold = Handover {
             topology: self.topology.fresh(),
             target: self.target.clone(),
             token: token.clone(),
@@ -427,8 +423,8 @@ impl RedisLock {
             }
         };
         self.unsettled = None;
-        registry::register(&self.name, self.id, self.owner_pid, &token, &state);
-        self.hold = Some(Hold {
+        registry::register(&self.name, self.object, &token, &state);
+        self.hold = Some(Acquisition {
             token,
             fence,
             state,
@@ -628,8 +624,7 @@ impl RedisLock {
     /// released, not found lost, and its TTL since the last confirmed acquire
     /// or renew has not run out. Local: no round trip.
     pub fn is_held(&self) -> bool {
-        self.owner_pid == sys::current_pid()
-            && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
+        self.owner.is_this_process() && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
     }
 
     /// The token stored as the key's value; `None` when not held.
@@ -649,7 +644,7 @@ impl RedisLock {
         self.current_hold().map(|hold| hold.fence)
     }
 
-    fn current_hold(&self) -> Option<&Hold> {
+    fn current_hold(&self) -> Option<&Acquisition> {
         self.hold.as_ref().filter(|_| self.is_held())
     }
 
@@ -667,7 +662,7 @@ impl RedisLock {
     /// names, so nothing is done on that guess.
     pub fn dead_holder_remark(&self) -> Option<String> {
         let (pid, host) = self.last_holder()?;
-        if host != sys::hostname() || sys::process_alive(pid) {
+        if host != hostname() || sys::process_alive(pid) {
             return None;
         }
         Some(match self.last_expires_in {
@@ -697,9 +692,9 @@ impl RedisLock {
     }
 
     /// Takes the hold out of this object and out of the thread's registry.
-    fn take_hold(&mut self) -> Option<Hold> {
+    fn take_hold(&mut self) -> Option<Acquisition> {
         let hold = self.hold.take()?;
-        registry::unregister(&self.name, self.id);
+        registry::unregister(self.object);
         Some(hold)
     }
 
@@ -715,13 +710,12 @@ impl RedisLock {
     /// start over as this process's lock. (The registry entry copied from
     /// the parent names the parent's pid, so it is ignored.)
     fn adopt_process(&mut self) {
-        let pid = sys::current_pid();
-        if self.owner_pid != pid {
+        if !self.owner.is_this_process() {
             self.topology.forget_connections();
             mem::forget(self.hold.take());
             // The parent's token: never this process's to take or delete.
             self.unsettled = None;
-            self.owner_pid = pid;
+            self.owner = Owner::this_process();
         }
     }
 }

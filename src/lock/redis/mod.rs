@@ -135,7 +135,7 @@
 //!   (a renewal: half of what is left of the hold; a release: what is left,
 //!   at least 50 ms), so a stalled minority cannot make the majority's yes
 //!   arrive after the hold ran out; a yes that arrives after it ran out
-//!   does not revive it (`HoldState::extend`). A release (or window end) counts "no key" on a
+//!   does not revive it (`Ownership::extend`). A release (or window end) counts "no key" on a
 //!   master as yes: a minority that never had or lost the key does not make
 //!   a held lock "not held".
 //! - No server counts twice: [`RedisLock::on_masters`] refuses a list of one
@@ -247,9 +247,9 @@
 //! | --- | --- |
 //! | `lock` | [`RedisLock`]: acquire (and its wait), renew, release; no topology code |
 //! | `renewer` | the process's one renewal thread: renewals, and the release on a terminating signal |
-//! | `registry` | the keys this thread holds (a second object never waits on itself) |
+//! | `registry` | the keys this thread holds, on `lock::registry` (a second object never waits on itself) |
 //! | `listener` | a waiter's subscription to `<key>:released` |
-//! | `hold` | what we know about a key we acquired, shared by the lock, the registry and the renewer |
+//! | `ownership` | until when a key we acquired is ours, shared by the lock, the registry and the renewer |
 //! | `topology` | `Topology`: Single, Sentinel, Cluster or Redlock, one file each; what differs between them |
 //! | `topology::master` | the `Master` trait every topology but Redlock ends at; attempts and verdicts |
 //! | `target` | the key, its settings, and failures in words |
@@ -265,11 +265,11 @@
 mod connection;
 mod dsn;
 mod errors;
-mod hold;
 mod listener;
 mod lock;
 mod node;
 mod options;
+mod ownership;
 mod registry;
 mod renewer;
 mod scripts;

@@ -28,12 +28,12 @@
 //! - The thread ends before the module is unloaded ([`shutdown`]).
 
 use super::connection::Server;
-use super::hold::HoldState;
+use super::ownership::Ownership;
 use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::topology::{Topology, Verdict};
+use crate::lock::owner::{current_pid, Owner};
 use crate::lock::signals::{self, Channel, Woken};
-use crate::lock::sys;
 use parking_lot::Mutex;
 use redis::Connection;
 use std::collections::HashMap;
@@ -59,7 +59,7 @@ const AWAKE: u64 = 0;
 
 /// A hold, as the renewal thread knows it.
 struct Entry {
-    state: Arc<HoldState>,
+    state: Arc<Ownership>,
     /// A lease or `auto_renew`: renew it; otherwise only release it on a
     /// signal.
     renews: bool,
@@ -82,7 +82,7 @@ struct Work {
 }
 
 /// What the lock hands over when it takes a key.
-pub(super) struct NewHold {
+pub(super) struct Handover {
     pub(super) topology: Topology,
     pub(super) target: Target,
     pub(super) token: String,
@@ -123,7 +123,7 @@ impl Drop for Registration {
 /// # Errors
 ///
 /// The OS's, when the thread or its pipes cannot be made.
-pub(super) fn register(hold: NewHold, state: &Arc<HoldState>) -> std::io::Result<Registration> {
+pub(super) fn register(hold: Handover, state: &Arc<Ownership>) -> std::io::Result<Registration> {
     let service = service()?;
     let period = period(hold.valid_for);
     let entry = Arc::new(Entry {
@@ -147,7 +147,7 @@ pub(super) fn register(hold: NewHold, state: &Arc<HoldState>) -> std::io::Result
 pub fn shutdown() {
     let service = SERVICE.lock().take();
     if let Some(service) = service {
-        if service.pid == sys::current_pid() {
+        if service.owner.is_this_process() {
             service.stop.store(true, Ordering::Release);
             signals::wake(service.waker);
             if let Some(thread) = service.thread.lock().take() {
@@ -168,7 +168,7 @@ pub fn holds_nothing_now() {
     let holds = SERVICE
         .lock()
         .as_ref()
-        .filter(|service| service.pid == sys::current_pid())
+        .filter(|service| service.owner.is_this_process())
         .map_or(0, |service| service.holds.lock().len());
     if holds == 0 {
         signals::disarm();
@@ -177,7 +177,7 @@ pub fn holds_nothing_now() {
 
 /// The renewal service of this process.
 struct Service {
-    pid: u32,
+    owner: Owner,
     holds: Mutex<Vec<Arc<Entry>>>,
     /// Where the thread is woken.
     waker: RawFd,
@@ -193,9 +193,11 @@ struct Service {
 static SERVICE: Mutex<Option<Arc<Service>>> = Mutex::new(None);
 
 fn service() -> std::io::Result<Arc<Service>> {
-    let pid = sys::current_pid();
     let mut current = SERVICE.lock();
-    if let Some(service) = current.as_ref().filter(|service| service.pid == pid) {
+    if let Some(service) = current
+        .as_ref()
+        .filter(|service| service.owner.is_this_process())
+    {
         return Ok(Arc::clone(service));
     }
     if let Some(parents) = current.take() {
@@ -205,7 +207,7 @@ fn service() -> std::io::Result<Arc<Service>> {
     }
     let channel = Channel::open()?;
     let service = Arc::new(Service {
-        pid,
+        owner: Owner::this_process(),
         holds: Mutex::new(Vec::new()),
         waker: channel.waker(),
         next_wake_ns: AtomicU64::new(AWAKE),
@@ -214,7 +216,7 @@ fn service() -> std::io::Result<Arc<Service>> {
         thread: Mutex::new(None),
     });
     // Before the thread runs: a signal from now on is answered.
-    channel.serve(pid);
+    channel.serve(current_pid());
     let running = Arc::clone(&service);
     let thread = signals::with_signals_blocked(|| {
         thread::Builder::new()
@@ -252,7 +254,7 @@ impl Service {
     }
 
     fn remove(&self, entry: &Arc<Entry>) {
-        if self.pid != sys::current_pid() {
+        if !self.owner.is_this_process() {
             return;
         }
         let mut holds = self.holds.lock();

@@ -16,7 +16,7 @@ pub(super) use master::{Attempt, Mode, Verdict};
 
 use super::connection::Server;
 use super::dsn::Secrets;
-use super::errors::Failed;
+use super::errors::FailedOp;
 use super::options::RedisOptions;
 use super::target::Target;
 use super::token::HolderValue;
@@ -225,7 +225,7 @@ impl Topology {
         invocation: &ScriptInvocation<'static>,
         last_holder: &mut Option<HolderValue>,
         unsettled: &mut Option<String>,
-    ) -> std::result::Result<Attempt, Failed> {
+    ) -> std::result::Result<Attempt, FailedOp> {
         by_kind!(self, master => {
             let outcome = attempt_on(master, target, token, mode, invocation, last_holder);
             if mode != Mode::Confirm {
@@ -340,13 +340,13 @@ fn run_on<M: Master, T>(
     op: &str,
     in_wait: bool,
     mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
-) -> std::result::Result<(T, bool), Failed> {
+) -> std::result::Result<(T, bool), FailedOp> {
     let mut sent = false;
     let result = master.run(&target.options, in_wait, |conn| {
         sent = true;
         command(conn)
     });
-    result.map_err(|failure| Failed {
+    result.map_err(|failure| FailedOp {
         error: target.error(&master.node().addr(), op, &failure, &target.options),
         transient: failure.is_transient(),
         unanswered: failure.left_unanswered(sent),
@@ -363,7 +363,7 @@ fn attempt_on<M: Master>(
     mode: Mode,
     invocation: &ScriptInvocation<'static>,
     last_holder: &mut Option<HolderValue>,
-) -> std::result::Result<Attempt, Failed> {
+) -> std::result::Result<Attempt, FailedOp> {
     let sent = Instant::now();
     let replicas = if mode == Mode::Confirm {
         0
@@ -387,7 +387,7 @@ fn attempt_on<M: Master>(
         let given_back = run_on(master, target, "release", false, |conn| {
             release.invoke::<i64>(conn)
         });
-        return Err(Failed {
+        return Err(FailedOp {
             error: Error::Connection(target.secrets.scrub(format!(
                 "{} was taken, but only {acks} of the {replicas} replicas asked for \
                  acknowledged it within {wait_ms} ms; it was given back",
@@ -413,7 +413,7 @@ fn jitter() -> f64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.subsec_nanos());
-    let mixed = (u64::from(nanos) ^ u64::from(crate::lock::sys::current_pid()).rotate_left(32))
+    let mixed = (u64::from(nanos) ^ u64::from(crate::lock::owner::current_pid()).rotate_left(32))
         .wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (mixed >> 11) as f64 / (1u64 << 53) as f64
 }

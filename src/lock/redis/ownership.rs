@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Shared between the lock and its renewal thread.
-pub(super) struct HoldState {
+pub(super) struct Ownership {
     pub(super) acquired_at: Instant,
     /// When the key expires at the earliest, as nanoseconds after
     /// `acquired_at`; atomic so `is_held` never blocks on a renewal.
@@ -30,9 +30,9 @@ pub(super) struct HoldState {
     stopped: AtomicBool,
 }
 
-impl HoldState {
+impl Ownership {
     pub(super) fn new(acquired_at: Instant, ttl: Duration) -> Self {
-        let state = HoldState {
+        let state = Ownership {
             acquired_at,
             expires_after_ns: AtomicU64::new(0),
             kept_until_ns: AtomicU64::new(0),
@@ -58,7 +58,7 @@ impl HoldState {
             .fetch_max(window_end_ms, Ordering::AcqRel);
     }
 
-    /// See [`HoldState::keep_to_window_end`]; 0: no once-per window.
+    /// See [`Ownership::keep_to_window_end`]; 0: no once-per window.
     pub(super) fn window_end_ms(&self) -> i64 {
         self.window_end_ms.load(Ordering::Acquire)
     }
