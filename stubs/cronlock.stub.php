@@ -446,9 +446,15 @@ namespace CronLock {
         public function token(): ?string {}
 
         /**
-         * Strictly increasing per key with each successful acquire (`INCR <key>:fence`, which
-         * cronlock never deletes: deleting it, or a Redis that loses it in a restart without
-         * persistence, restarts the numbers); null when not held.
+         * Strictly increasing per key with each successful acquire (`INCR <key>:fence`); null
+         * when not held. The counter expires 7 days (or 100 TTLs, if longer) after its last
+         * acquire, so no key of cronlock stays forever; a counter made anew (after that
+         * expiry, a DEL, or a restart of a Redis without persistence) starts at the server's
+         * clock (`TIME`) in microseconds, above any number the key's earlier counter handed
+         * out. That holds unless the server's clock steps back past those numbers, or the
+         * key averaged more than one acquire per microsecond over the counter's life; a
+         * failover to a replica that missed the last increments can still repeat them (see
+         * 'replicas').
          *
          * Redlock (a list of DSNs): always null. Kleppmann's critique of Redlock is that a lock
          * with a TTL cannot protect a resource by itself (a paused holder wakes up after its
