@@ -37,6 +37,17 @@ impl FromZvalMut<'_> for OptionalFloat {
     }
 }
 
+/// `float $x`, required.
+pub struct Float(pub f64);
+
+impl FromZvalMut<'_> for Float {
+    const TYPE: DataType = DataType::Double;
+
+    fn from_zval_mut(zval: &mut Zval) -> Option<Self> {
+        shim::parse_float(zval, false).ok().flatten().map(Float)
+    }
+}
+
 /// `?float $x = null`.
 pub struct NullableFloat(pub Option<f64>);
 

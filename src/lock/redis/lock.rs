@@ -2,8 +2,9 @@
 
 use super::errors::{plain_io, FailedOp};
 use super::listener::Listener;
-use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
-use super::ownership::Ownership;
+use super::options::{check_lifetime, check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::ownership::{Loss, Ownership};
+use super::pool::Shared;
 use super::registry::{self, LockName};
 use super::renewer::{self, Handover, Registration};
 use super::scripts::{renew_invocation, scripts};
@@ -14,10 +15,13 @@ use crate::error::{Error, Result};
 use crate::lock::owner::{current_pid, hostname, Owner};
 use crate::lock::registry::ObjectId;
 use crate::lock::{sys, Wait};
+use std::cell::Cell;
 use std::mem;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The longest window id [`RedisLock::claim`] takes (keys stay short).
+const MAX_WINDOW_BYTES: usize = 200;
 
 /// Waiters retry at least this often, for holders that `DEL` the key
 /// without publishing (other clients, or an ACL user without channel rights).
@@ -44,6 +48,8 @@ pub struct RedisLock {
     last_expires_in: Option<Duration>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
+    /// When and why the last hold was lost (see [`RedisLock::loss`]).
+    last_loss: Option<(SystemTime, Loss)>,
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
     /// acquire.
     once_per: Option<Duration>,
@@ -168,6 +174,7 @@ impl RedisLock {
             last_holder: None,
             last_expires_in: None,
             busy_here: false,
+            last_loss: None,
             once_per: None,
             unsettled: None,
         })
@@ -203,6 +210,16 @@ impl RedisLock {
     /// a non-string value), the auto-renew thread cannot be started, or
     /// waiting would deadlock as above.
     pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.acquire_here(wait),
+        )
+    }
+
+    fn acquire_here(&mut self, wait: Wait) -> Result<bool> {
         self.adopt_process();
         self.busy_here = false;
         if self.is_held() {
@@ -374,9 +391,15 @@ impl RedisLock {
                 }
                 Ok(true)
             }
-            // Ours, or it ran out while we asked (no reviving it).
+            // Ours, but it ran out while we asked (no reviving it; extend
+            // noted that).
             Attempt::Ours(..) | Attempt::Busy(_) => {
-                state.lost.store(true, Ordering::Release);
+                let gone = self.last_holder.as_deref().is_none_or(str::is_empty);
+                state.lose(if gone {
+                    Loss::KeyGone
+                } else {
+                    Loss::AnotherToken
+                });
                 drop(gate);
                 self.forget_hold();
                 Ok(false)
@@ -423,6 +446,7 @@ impl RedisLock {
             }
         };
         self.unsettled = None;
+        self.last_loss = None;
         registry::register(&self.name, self.object, &token, &state);
         self.hold = Some(Acquisition {
             token,
@@ -443,6 +467,16 @@ impl RedisLock {
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`],
     /// after which the lock is still held until its TTL runs out.
     pub fn renew(&mut self, ttl: Option<Duration>) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.renew_here(ttl),
+        )
+    }
+
+    fn renew_here(&mut self, ttl: Option<Duration>) -> Result<bool> {
         self.adopt_process();
         let ttl = check_ttl(ttl.unwrap_or(self.target.ttl))?;
         let Some(hold) = &self.hold else {
@@ -455,7 +489,7 @@ impl RedisLock {
         let gate = state.renew_gate.lock();
         // Lost, or run out unrenewed: a dropped hold stays dropped.
         if !state.is_valid() {
-            state.lost.store(true, Ordering::Release);
+            state.lose(Loss::RanOut);
             drop(gate);
             self.forget_hold();
             return Ok(false);
@@ -464,16 +498,18 @@ impl RedisLock {
         // Redlock: half of what is left, so a stalled minority cannot make
         // the majority's answer come after the hold ran out.
         let deadline = sent + state.remaining() / 2;
+        let refusal = Cell::new(0);
         let renewed = self.topology.yes_or_no(
             &self.target,
             "renew",
             Some(deadline),
             &|conn| invocation.invoke::<i64>(conn),
-            |reply, _| reply == 1,
+            |reply, _| noting_refusal(&refusal, reply, reply == 1),
         )?;
+        // extend() notes a hold that ran out meanwhile.
         let kept = renewed && state.extend(sent, self.topology.valid_for(ttl));
-        if !kept {
-            state.lost.store(true, Ordering::Release);
+        if !renewed {
+            state.lose(Loss::from_reply(refusal.get()));
         }
         drop(gate);
         if !kept {
@@ -499,6 +535,16 @@ impl RedisLock {
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`];
     /// the lock is then not held and the key expires by its TTL.
     pub fn release(&mut self) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.release_here(),
+        )
+    }
+
+    fn release_here(&mut self) -> Result<bool> {
         self.adopt_process();
         let Some(hold) = self.take_hold() else {
             return self.release_unsettled();
@@ -508,6 +554,7 @@ impl RedisLock {
         hold.state.signal_stop();
         // Lost, or its TTL ran out unrenewed: not ours to delete any more,
         // and no need to reach a server that may be gone.
+        let refusal = Cell::new(0);
         let released = if !hold.state.is_valid() {
             Ok(false)
         } else if hold.state.window_end_ms() != 0 {
@@ -515,12 +562,113 @@ impl RedisLock {
                 &hold.token,
                 hold.state.window_end_ms(),
                 hold.state.remaining(),
+                &refusal,
             )
         } else {
-            self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()))
+            self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()), &refusal)
         };
+        if released == Ok(false) {
+            if hold.state.is_valid() {
+                hold.state.lose(Loss::from_reply(refusal.get()));
+            }
+            self.last_loss = hold.state.loss();
+        }
         hold.finish();
         released
+    }
+
+    /// The key's value now (`GET <key>`, one read-only round trip: no
+    /// write, no fencing number, no expiry change), bytes that are not
+    /// UTF-8 shown as `\xNN`; `None` when there is no key. Compare it with
+    /// [`RedisLock::token`] to know whether the key is ours. Redlock: the
+    /// value a majority of the masters holds (`None`: a majority has no key).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] when the server cannot be reached or (Redlock)
+    /// no majority of the masters agrees on one value; [`Error::Lock`]
+    /// when the key holds a value that is not a string.
+    pub fn holder(&mut self) -> Result<Option<String>> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.holder_here(),
+        )
+    }
+
+    fn holder_here(&mut self) -> Result<Option<String>> {
+        self.adopt_process();
+        let key = &self.target.key;
+        let value = self.topology.agreed_reply(&self.target, "read", &|conn| {
+            redis::cmd("GET")
+                .arg(key)
+                .query::<Option<HolderValue>>(conn)
+        })?;
+        Ok(value.map(|holder| holder.0))
+    }
+
+    /// Claims the window `window` (the caller's own id of a scheduler
+    /// tick, never aligned to any clock here) for `lasting`, exactly once
+    /// across hosts: `SET <key>:claim:<window> <token> NX PX` (no fencing
+    /// number, nothing left after `lasting`). `Ok(true)`: this call claimed
+    /// it (a retry that finds its own token counts). Redlock: when a
+    /// majority of the masters granted it; else the grants are given back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$window` (empty, a NUL byte, over
+    /// 200 bytes) or `$seconds` (zero or above 10 years);
+    /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`].
+    pub fn claim(&mut self, window: &str, lasting: Duration) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.claim_here(window, lasting),
+        )
+    }
+
+    fn claim_here(&mut self, window: &str, lasting: Duration) -> Result<bool> {
+        if window.is_empty() {
+            return Err(Error::value("$window", "must not be empty"));
+        }
+        if window.contains('\0') {
+            return Err(Error::value("$window", "must not contain NUL bytes"));
+        }
+        if window.len() > MAX_WINDOW_BYTES {
+            return Err(Error::value(
+                "$window",
+                format!("must be at most {MAX_WINDOW_BYTES} bytes"),
+            ));
+        }
+        let lasting = check_lifetime("$seconds", lasting)?;
+        self.adopt_process();
+        let claim_key = format!("{}:claim:{window}", self.target.key);
+        let token = format!("{}:{}@{}", random_token()?, current_pid(), hostname());
+        let claim = |ms: u64| {
+            let mut invocation = scripts().claim.prepare_invoke();
+            invocation.key(&claim_key).arg(&token).arg(ms);
+            invocation
+        };
+        let take = claim(ttl_ms(lasting));
+        let claimed = self.topology.yes_or_no(
+            &self.target,
+            "claim a window of",
+            None,
+            &|conn| take.invoke::<i64>(conn),
+            |reply, _| reply == 1,
+        );
+        if !matches!(claimed, Ok(true)) && self.topology.some_may_lack_the_key() {
+            // A Redlock short of a majority: give back what was granted.
+            let give_back = claim(0);
+            let _ = self.topology.on_each(&self.target.options, None, &|conn| {
+                give_back.invoke::<i64>(conn)
+            });
+        }
+        claimed
     }
 
     /// Makes the next acquire a once-per-window acquire: windows of
@@ -563,6 +711,7 @@ impl RedisLock {
         token: &str,
         window_end_ms: i64,
         valid: Duration,
+        refusal: &Cell<i64>,
     ) -> Result<bool> {
         let mut invocation = scripts().end_window.prepare_invoke();
         invocation
@@ -578,7 +727,10 @@ impl RedisLock {
             &|conn| invocation.invoke::<i64>(conn),
             // -1 as for release: our first try most likely deleted it
             // (or, for Redlock, a minority master never had it).
-            |reply, retried| reply == 1 || reply == 2 || (reply == -1 && (retried || redlock)),
+            |reply, retried| {
+                let yes = reply == 1 || reply == 2 || (reply == -1 && (retried || redlock));
+                noting_refusal(refusal, reply, yes)
+            },
         )
     }
 
@@ -598,13 +750,19 @@ impl RedisLock {
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
-        self.delete_if_ours_within(token, None)
+        self.delete_if_ours_within(token, None, &Cell::new(0))
     }
 
     /// [`RedisLock::delete_if_ours`] for a hold still `valid` that long:
     /// Redlock waits for no master past that (a key that expired needs
     /// no delete), but at least [`RELEASE_MIN_WAIT`].
-    fn delete_if_ours_within(&mut self, token: &str, valid: Option<Duration>) -> Result<bool> {
+    /// `refusal`: the reply of a "no", for [`Loss::from_reply`].
+    fn delete_if_ours_within(
+        &mut self,
+        token: &str,
+        valid: Option<Duration>,
+        refusal: &Cell<i64>,
+    ) -> Result<bool> {
         let invocation = self.target.release_invocation(token);
         let redlock = self.topology.some_may_lack_the_key();
         // No key at all after a broken connection: most likely our first
@@ -616,7 +774,13 @@ impl RedisLock {
             "release",
             valid.map(release_deadline),
             &|conn| invocation.invoke::<i64>(conn),
-            |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
+            |reply, retried| {
+                noting_refusal(
+                    refusal,
+                    reply,
+                    reply == 1 || (reply == -1 && (retried || redlock)),
+                )
+            },
         )
     }
 
@@ -698,10 +862,24 @@ impl RedisLock {
         Some(hold)
     }
 
-    /// Drops a hold that is no longer valid, stopping its renewer.
+    /// Drops a hold that is no longer valid, stopping its renewer; when
+    /// and why it was lost stays known ([`RedisLock::loss`]).
     fn forget_hold(&mut self) {
         if let Some(hold) = self.take_hold() {
+            if let Some(loss) = hold.state.loss() {
+                self.last_loss = Some(loss);
+            }
             hold.finish();
+        }
+    }
+
+    /// When and why the last hold of this object was lost, as the renewal
+    /// thread or the call that found out saw it: `None` while held, or
+    /// when no hold was lost (never acquired, released).
+    pub fn loss(&self) -> Option<(SystemTime, Loss)> {
+        match &self.hold {
+            Some(hold) => hold.state.loss(),
+            None => self.last_loss,
         }
     }
 
@@ -728,6 +906,15 @@ impl Drop for RedisLock {
             let _ = self.release();
         }
     }
+}
+
+/// A yes/no script's "yes" test that notes a "no" `reply` in `refusal`
+/// (for [`Loss::from_reply`]).
+fn noting_refusal(refusal: &Cell<i64>, reply: i64, yes: bool) -> bool {
+    if !yes {
+        refusal.set(reply);
+    }
+    yes
 }
 
 /// The least a Redlock release waits for the masters, however little of

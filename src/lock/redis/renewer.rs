@@ -27,15 +27,15 @@
 //!   a deadline).
 //! - The thread ends before the module is unloaded ([`shutdown`]).
 
-use super::connection::Server;
-use super::ownership::Ownership;
+use super::ownership::{Loss, Ownership};
+use super::pool::Pool as ConnectionPool;
 use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::topology::{Topology, Verdict};
 use crate::lock::owner::{current_pid, Owner};
 use crate::lock::signals::{self, Channel, Woken};
 use parking_lot::Mutex;
-use redis::Connection;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::mem;
 use std::os::fd::RawFd;
@@ -333,8 +333,9 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
     let server = work.topology.next_server();
     if let Some(until) = server.as_ref().and_then(|server| pool.down_until(server)) {
         // It did not answer another hold's renewal just now.
+        state.note_reached(false);
         if !state.is_valid() {
-            state.lost.store(true, Ordering::Release);
+            state.lose(Loss::Unreachable);
             work.done = true;
         } else {
             work.next = until;
@@ -355,11 +356,17 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
     // hold runs out.
     let deadline = sent + state.remaining() / 2;
     pool.lend(&mut work.topology, &options);
+    let refusal = Cell::new(0);
     let verdict = work.topology.verdict(
         &options,
         Some(deadline),
         &|conn| invocation.invoke::<i64>(conn),
-        |reply, _| reply == 1,
+        |reply, _| {
+            if reply != 1 {
+                refusal.set(reply); // why it is not ours, for the lost line
+            }
+            reply == 1
+        },
     );
     match verdict {
         Verdict::Yes if !state.extend(sent, work.valid_for) => {
@@ -375,12 +382,16 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
             );
             work.done = true;
         }
-        Verdict::Yes => work.next = sent + period,
+        Verdict::Yes => {
+            state.note_reached(true);
+            work.next = sent + period;
+        }
         Verdict::No => {
-            state.lost.store(true, Ordering::Release);
+            state.lose(Loss::from_reply(refusal.get()));
             work.done = true;
         }
         Verdict::Unknown(failures) => {
+            state.note_reached(false);
             if let Some(server) =
                 server.filter(|_| failures.iter().any(|(_, f)| f.is_unreachable()))
             {
@@ -390,7 +401,7 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
                 work.next = Instant::now() + period.min(RENEW_RETRY_MAX);
             } else {
                 // The key has expired unrenewed: someone else may hold it.
-                state.lost.store(true, Ordering::Release);
+                state.lose(Loss::Unreachable);
                 work.done = true;
             }
         }
@@ -415,7 +426,7 @@ fn release_all(service: &Service, pool: &mut Pool) {
         if left.is_zero() {
             return;
         }
-        if entry.state.lost.load(Ordering::Acquire) {
+        if entry.state.is_lost() {
             continue;
         }
         let Some(mut work) = entry.work.try_lock_until(deadline) else {
@@ -445,39 +456,23 @@ fn release_all(service: &Service, pool: &mut Pool) {
     }
 }
 
-/// The renewal thread's connections, at most one per server and
-/// credentials, lent to a hold's topology for each renewal.
+/// The renewal thread's connections (at most one per server and
+/// credentials, lent to a hold's topology for each renewal), and the
+/// servers that just did not answer.
 #[derive(Default)]
 struct Pool {
-    idle: HashMap<String, Connection>,
+    connections: ConnectionPool,
     /// Servers that just did not answer, until when their holds wait.
     down: HashMap<String, Instant>,
 }
 
 impl Pool {
     fn lend(&mut self, topology: &mut Topology, options: &super::options::RedisOptions) {
-        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
-            if slot.is_none() {
-                if let Some(conn) = self.idle.remove(&server.pool_key()) {
-                    // It carries the timeouts of its last hold.
-                    let timed = conn
-                        .set_read_timeout(Some(options.read_timeout))
-                        .and_then(|()| conn.set_write_timeout(Some(options.read_timeout)));
-                    if timed.is_ok() {
-                        *slot = Some(conn);
-                    }
-                }
-            }
-        });
+        self.connections.lend(topology, options);
     }
 
     fn take_back(&mut self, topology: &mut Topology) {
-        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
-            if let Some(conn) = slot.take() {
-                // A second one to the same server is closed.
-                self.idle.entry(server.pool_key()).or_insert(conn);
-            }
-        });
+        self.connections.take_back(topology);
     }
 
     fn mark_down(&mut self, server: String, until: Instant) {

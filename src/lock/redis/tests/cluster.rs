@@ -41,7 +41,10 @@ fn the_lock_and_its_companions_share_a_slot_and_redirections_are_followed() {
         );
         assert_eq!(a.renew(None), Ok(true));
         let fence = a.fencing_token().unwrap();
-        assert!(fence > last_fence, "seed {seed}: {fence} after {last_fence}");
+        assert!(
+            fence > last_fence,
+            "seed {seed}: {fence} after {last_fence}"
+        );
         last_fence = fence;
         assert_eq!(a.release(), Ok(true));
         assert_eq!(get(&mut owner.raw(), "job"), None);

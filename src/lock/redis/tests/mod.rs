@@ -339,7 +339,10 @@ fn no_key_is_left_without_a_ttl_and_fencing_increases_across_the_counters_expiry
     cycle(&mut raw, &mut fences, Duration::from_secs(10));
     assert_eq!(fences[1], fences[0] + 1, "then counts by one");
     let long = cycle(&mut raw, &mut fences, Duration::from_secs(7200));
-    assert!(long > 7200 * 100 * 1000 - 60_000, "100 TTLs when longer: {long}");
+    assert!(
+        long > 7200 * 100 * 1000 - 60_000,
+        "100 TTLs when longer: {long}"
+    );
 
     // The counter expires: its next one starts above it.
     let _: () = redis::cmd("PEXPIRE")
@@ -593,7 +596,10 @@ fn tls_verifies_with_ssl_cert_file_unless_insecure() {
 
     std::env::set_var("SSL_CERT_FILE", server.dir.join("other-ca.crt"));
     let mut untrusted = new_lock(&verified, "job", Duration::from_secs(10));
-    let message = connection_error(untrusted.acquire(Wait::Once));
+    // Another thread: this one's verified connection is kept, and shared.
+    let message = thread::spawn(move || connection_error(untrusted.acquire(Wait::Once)))
+        .join()
+        .unwrap();
     println!("{message}");
     let mut insecure = new_lock(
         &format!("{verified}/#insecure"),
@@ -768,13 +774,13 @@ fn many_renewing_locks_share_one_renewal_connection_per_server() {
     assert!(renewed(&mut raw_second, calls_second + 40));
     assert_eq!(
         clients(&mut raw_first),
-        20 + 1,
-        "20 locks and one renewal connection"
+        1 + 1,
+        "the 20 locks' one shared connection and one renewal connection"
     );
     assert_eq!(
         clients(&mut raw_second),
-        20 + 1,
-        "20 locks and one renewal connection"
+        1 + 1,
+        "the 20 locks' one shared connection and one renewal connection"
     );
     assert!(locks.iter().all(RedisLock::is_held));
     for lock in &mut locks {
@@ -1323,4 +1329,46 @@ fn a_forked_child_forgets_the_parents_unanswered_acquire() {
     assert_eq!(get(&mut raw, "job").as_deref(), Some(stalled.as_str()));
     assert_eq!(lock.release(), Ok(true), "still the parent's to clean up");
     assert_eq!(get(&mut raw, "job"), None);
+}
+
+/// Lock objects of one thread on one server and credentials share one
+/// connection, and a reconnect after it broke serves them all; other
+/// credentials (another database) are another connection.
+#[test]
+fn locks_of_one_thread_share_one_connection_per_server_and_credentials() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let before = clients(&mut raw);
+    thread::spawn(move || {
+        let mut locks: Vec<RedisLock> = (0..20)
+            .map(|n| new_lock(&dsn, &format!("shared:{n}"), Duration::from_secs(10)))
+            .collect();
+        for lock in &mut locks {
+            assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        }
+        let mut raw = raw_client(&dsn);
+        assert_eq!(clients(&mut raw), before + 1, "one connection for 20 locks");
+        let _: () = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+            .query(&mut raw)
+            .unwrap();
+        for lock in &mut locks {
+            assert_eq!(lock.renew(None), Ok(true), "sent again on a new connection");
+        }
+        assert_eq!(clients(&mut raw), before + 1, "reconnected together");
+        let mut other_db = new_lock(&format!("{dsn}/3"), "shared:0", Duration::from_secs(10));
+        assert_eq!(other_db.acquire(Wait::Once), Ok(true));
+        assert_eq!(
+            clients(&mut raw),
+            before + 2,
+            "another database: another connection"
+        );
+        for lock in &mut locks {
+            assert_eq!(lock.release(), Ok(true));
+        }
+        assert_eq!(other_db.release(), Ok(true));
+    })
+    .join()
+    .unwrap();
 }

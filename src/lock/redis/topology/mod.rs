@@ -17,6 +17,7 @@ pub(super) use master::{Attempt, Mode, Verdict};
 use super::connection::Server;
 use super::dsn::Secrets;
 use super::errors::FailedOp;
+use super::node::NodeResult;
 use super::options::RedisOptions;
 use super::target::Target;
 use super::token::HolderValue;
@@ -280,6 +281,63 @@ impl Topology {
                     Err(redlock.majority_error(target, op, &failures, budget).error)
                 }
             }
+        })
+    }
+
+    /// Runs a one-key `command` where the key lives (or on every Redlock
+    /// master at once, none awaited past `deadline`): each server's reply.
+    pub(super) fn on_each<T: Send>(
+        &mut self,
+        options: &RedisOptions,
+        deadline: Option<Instant>,
+        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+    ) -> Vec<NodeResult<T>> {
+        by_kind!(self, master => vec![master.run(options, false, command)],
+            redlock => redlock.on_all(options, deadline, command))
+    }
+
+    /// The reply to a read-only `command` where the key lives: the
+    /// master's, or the one a majority of the Redlock masters gave.
+    ///
+    /// # Errors
+    ///
+    /// The failure of `op` in words ([`Error::Connection`] /
+    /// [`Error::Lock`]); for Redlock [`Error::Connection`] also when the
+    /// masters that answered gave no majority one reply.
+    pub(super) fn agreed_reply<T: Send + PartialEq>(
+        &mut self,
+        target: &Target,
+        op: &str,
+        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+    ) -> Result<T> {
+        by_kind!(self, master => {
+            Ok(run_on(master, target, op, false, command)?.0)
+        }, redlock => {
+            let results = redlock.on_all(&target.options, None, command);
+            let masters = results.len();
+            let mut replies: Vec<(T, usize)> = Vec::new();
+            let mut failures = Vec::new();
+            for (index, result) in results.into_iter().enumerate() {
+                match result {
+                    Ok((reply, _)) => match replies.iter_mut().find(|(seen, _)| *seen == reply) {
+                        Some((_, count)) => *count += 1,
+                        None => replies.push((reply, 1)),
+                    },
+                    Err(failure) => failures.push((index, failure)),
+                }
+            }
+            if let Some(at) = replies.iter().position(|(_, count)| *count >= quorum(masters)) {
+                return Ok(replies.swap_remove(at).0);
+            }
+            if !failures.is_empty() {
+                return Err(redlock.majority_error(target, op, &failures, None).error);
+            }
+            Err(Error::Connection(target.secrets.scrub(format!(
+                "cannot {op} {}: the {masters} Redis masters disagree, and no majority ({}) \
+                 gave one answer",
+                target.describe(&redlock.place()),
+                quorum(masters)
+            ))))
         })
     }
 
