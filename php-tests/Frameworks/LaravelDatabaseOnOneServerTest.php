@@ -17,6 +17,11 @@ use CronLock\Tests\Support\DatabaseServer;
  */
 final class LaravelDatabaseOnOneServerTest extends LaravelOnOneServerTestCase
 {
+    public function testEachTickRunsOnExactlyOneHost(): void
+    {
+        $this->assertEachTickRunsOnExactlyOneHost();
+    }
+
     private static ?DatabaseServer $db = null;
 
     public static function setUpBeforeClass(): void

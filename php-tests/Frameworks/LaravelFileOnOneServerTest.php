@@ -13,6 +13,17 @@ namespace CronLock\Tests\Frameworks;
  */
 final class LaravelFileOnOneServerTest extends LaravelOnOneServerTestCase
 {
+    /**
+     * @group extension-only
+     * not polyfill-specific: the tick's claim is the bridge's (FileClaims), plain PHP;
+     * the polyfill's locks only guard withoutOverlapping(), which
+     * testAfterKillOfTheWinnerTheNextTickRuns runs on it.
+     */
+    public function testEachTickRunsOnExactlyOneHost(): void
+    {
+        $this->assertEachTickRunsOnExactlyOneHost();
+    }
+
     protected function cronlockConfig(string $base): array
     {
         mkdir("$base/locks");

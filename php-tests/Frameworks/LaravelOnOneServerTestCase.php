@@ -33,26 +33,20 @@ abstract class LaravelOnOneServerTestCase extends LaravelTestCase
     /** Whether the tick right after a kill -9 of the winner must run the job (the withoutOverlapping() lock freed at once). */
     abstract protected function recoversOnTheNextTick(): bool;
 
-    /** Whether the tick is claimed with cronlock (CronLockSchedulingMutex), else by Laravel's cache claim. */
-    protected function claimsWithCronlock(): bool
-    {
-        return true;
-    }
-
     /** The application's environment (its cache store). */
     protected function hostEnv(): array
     {
         return [];
     }
 
+    /** Each subclass's testEachTickRunsOnExactlyOneHost(), with the group its claim calls for. */
+    abstract public function testEachTickRunsOnExactlyOneHost(): void;
+
     /**
-     * @group extension-only
-     * not polyfill-specific: the tick's claim is the bridge's (FileClaims), Laravel's
-     * cache store's or the database server's, none of them the polyfill's; its locks
-     * only guard withoutOverlapping(), which testAfterKillOfTheWinnerTheNextTickRuns
-     * runs on it.
+     * 20 ticks of both hosts: exactly one run each, 0 overlaps, and no claim
+     * left behind past its expiry.
      */
-    public function testEachTickRunsOnExactlyOneHost(): void
+    protected function assertEachTickRunsOnExactlyOneHost(): void
     {
         [$hosts, $journal, $config] = $this->twoHosts(0.2);
         $ran = [0, 0];
@@ -120,10 +114,6 @@ abstract class LaravelOnOneServerTestCase extends LaravelTestCase
                 $mutex->create($event, $berlin), $mutex->exists($event, $utc), $mutex->create($event, $utc),
                 $mutex->exists($event, $berlin->modify("+1 minute")), $mutex->create($event, $berlin->modify("+1 minute"))]);')->succeed()->stdout();
         $answers = json_decode($out, true);
-        if (!$this->claimsWithCronlock()) {
-            self::assertSame('Illuminate\Console\Scheduling\CacheSchedulingMutex', $answers[0] ?? $out, 'Laravel\'s cache claim until CronLock\Redis has claim()');
-            return;
-        }
         self::assertSame(['CronLock\Laravel\CronLockSchedulingMutex', false, false, true, true, false, false, true], $answers, $out);
     }
 

@@ -38,9 +38,4 @@ final class LaravelRedisOverlapTest extends LaravelOverlapTestCase
     {
         return false;
     }
-
-    protected function filterSeesTheHolder(): bool
-    {
-        return false; // until CronLock\Redis can say who holds a key without taking it
-    }
 }

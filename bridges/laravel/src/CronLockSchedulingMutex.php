@@ -16,8 +16,9 @@ use Illuminate\Console\Scheduling\SchedulingMutex;
  *   to a server's clock.
  * - The claim is per tick, not a mutex: a winner killed with kill -9 costs
  *   nothing at the next tick, which is another window.
- * - Nothing stays behind per tick: Database::claim() and FileClaims delete
- *   expired claims as claims go on (Locks::claim()).
+ * - Nothing stays behind per tick: a Redis claim key expires by itself,
+ *   Database::claim() and FileClaims delete expired claims as claims go on
+ *   (Locks::claim()).
  */
 final class CronLockSchedulingMutex implements SchedulingMutex
 {

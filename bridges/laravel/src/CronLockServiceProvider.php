@@ -5,7 +5,6 @@ namespace CronLock\Laravel;
 use CronLock\Laravel\Console\ClearCacheCommand;
 use CronLock\Laravel\Console\RunCommand;
 use Illuminate\Console\Events\CommandStarting;
-use Illuminate\Console\Scheduling\CacheSchedulingMutex;
 use Illuminate\Console\Scheduling\EventMutex;
 use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Console\Scheduling\ScheduleClearCacheCommand;
@@ -30,10 +29,7 @@ final class CronLockServiceProvider extends ServiceProvider
         });
         $this->app->singleton(ScheduleRewriter::class);
         $this->app->singleton(EventMutex::class, CronLockEventMutex::class);
-        // onOneServer(): cronlock claims where the backend has them, else Laravel's cache claim.
-        $this->app->singleton(SchedulingMutex::class, function ($app) {
-            return $app->make($app->make(Locks::class)->claimsTicks() ? CronLockSchedulingMutex::class : CacheSchedulingMutex::class);
-        });
+        $this->app->singleton(SchedulingMutex::class, CronLockSchedulingMutex::class);
 
         // schedule:clear-cache shows the holders instead of deleting live locks.
         $this->app->extend(ScheduleClearCacheCommand::class, function () {

@@ -98,13 +98,14 @@ final class Locks
     /**
      * Who holds the lock on $name right now, asked without taking it: the
      * lock's own holder() for File ("pid 4711 on web1 since …", "pid 4711",
-     * "an unknown process": the kernel's list of locks) and Database (the
-     * server's words, "MySQL connection 17 from cron@10.0.0.5:51234"); null
-     * when it is free, and also for every Redis key (CronLock\Redis has no
-     * side-effect-free question yet). Where the kernel cannot be asked (no
-     * /proc, other Unixes) a File lock names the holder its file records if
-     * that process lives (holderPid()). A null therefore never proves the
-     * lock free; whoever then runs the event acquires it for real.
+     * "an unknown process": the kernel's list of locks), Redis ("token
+     * d4f7…330e:26956@web1": the key's value, one read-only GET) and
+     * Database (the server's words, "MySQL connection 17 from
+     * cron@10.0.0.5:51234"); null when it is free. Where the kernel cannot
+     * be asked (no /proc, other Unixes) a File lock names the holder its
+     * file records if that process lives (holderPid()), so a null never
+     * proves a File lock free; whoever then runs the event acquires it for
+     * real.
      */
     public function holder(string $name): ?string
     {
@@ -117,21 +118,13 @@ final class Locks
                 return $pid === null ? null : "pid $pid";
             }
         }
-        if ($lock instanceof Database) {
-            return $lock->holder();
+        if ($lock instanceof Redis) {
+            $value = $lock->holder();
+            return $value === null ? null : "token $value";
         }
-        return null;
+        return $lock->holder();
     }
 
-    /**
-     * Whether onOneServer() is claimed here (CronLockSchedulingMutex): file
-     * and database always, redis once CronLock\Redis has claim(); else the
-     * application's cache store claims it, as Laravel does.
-     */
-    public function claimsTicks(): bool
-    {
-        return $this->backend() !== 'redis' || method_exists(Redis::class, 'claim');
-    }
 
     /**
      * Claims the tick $window of the lock $name, exactly once: among every
@@ -151,16 +144,19 @@ final class Locks
 
     /**
      * Whether a claim of the tick $window stands, asked without claiming
-     * (Laravel 8.83's scheduler never asks; SchedulingMutex::exists()). The
-     * database's claims table is read with the key docs/database.md gives;
-     * a Redis claim cannot be asked without a claim: null.
+     * (Laravel 8.83's scheduler never asks; SchedulingMutex::exists()): the
+     * claim file, the claim's Redis key (`<key>:claim:<window>`,
+     * docs/redis.md) or the claims table's row (its key as docs/database.md
+     * gives it).
      */
-    public function claimed(string $name, string $window): ?bool
+    public function claimed(string $name, string $window): bool
     {
         switch ($this->backend()) {
             case 'file':
                 return FileClaims::claimed($this->directory(), $name, $window, $this->claimSeconds());
-            case 'database':
+            case 'redis':
+                return (new Redis($this->config['dsn'], $this->prefix() . $name . ':claim:' . $window))->holder() !== null;
+            default:
                 $pdo = new \PDO($this->config['dsn'], $this->config['username'] ?? null, $this->config['password'] ?? null, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION]);
                 $table = (string) ($this->config['claims_table'] ?? 'cronlock_claims');
                 $sql = $pdo->getAttribute(\PDO::ATTR_DRIVER_NAME) === 'pgsql'
@@ -169,8 +165,6 @@ final class Locks
                 $statement = $pdo->prepare($sql);
                 $statement->execute([$this->prefix() . $name, $window]);
                 return $statement->fetchColumn() !== false;
-            default:
-                return null;
         }
     }
 
