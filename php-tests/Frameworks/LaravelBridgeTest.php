@@ -225,6 +225,9 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertCount(1, $app->journal()->starts());
         self::assertSame($fence, $redis->command('GET', "{$key}:fence"), 'no acquire-and-release probe');
         $tick->killGroup();
+        foreach ((array) $redis->command('KEYS', '*') as $left) {
+            self::assertNotSame(-1, (int) $redis->command('PTTL', (string) $left), "no key without a TTL is left: $left");
+        }
     }
 
     /**
