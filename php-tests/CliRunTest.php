@@ -13,7 +13,8 @@ use PHPUnit\Framework\TestCase;
  * processes: the lock is held while the command runs and free after, a busy
  * lock skips it (0, or --on-busy), the command's status comes back (128 + N
  * for signal N), SIGTERM/SIGINT/SIGHUP reach it, and a `kill -9` of the
- * wrapper takes the command with it.
+ * wrapper (alone, or with its whole process group) takes the command with
+ * it, and everything the command started (Supervisor's watchdog).
  */
 final class CliRunTest extends TestCase
 {
@@ -167,8 +168,8 @@ final class CliRunTest extends TestCase
         $lock = "{$this->lockDir}/orphan.lock";
         $h = $this->startCronlock(array_merge(['run', '--lock', 'orphan', '--'], $this->waitingCommand($started, "{$this->dir}/never")));
         self::waitUntil(fn () => file_exists($started), 'the command to start');
-        $children = self::childrenOf($this->commandPid($h));
-        self::assertCount(1, $children, 'one child: the command');
+        $children = $this->commandChildren($this->commandPid($h));
+        self::assertCount(1, $children, 'one child besides the watchdog: the command');
         $child = $children[0];
         self::assertTrue(self::processAlive($child));
         $this->killCommand($h);
@@ -176,6 +177,78 @@ final class CliRunTest extends TestCase
         self::assertFalse(self::kernelHolds($lock), 'nobody holds the lock');
         [$code, , $err] = $this->cronlock(['run', '--lock', 'orphan', '--', 'true']);
         self::assertSame(0, $code, "the next run takes it: $err");
+    }
+
+    /** @return iterable<string, array{bool}> */
+    public static function wrapperKills(): iterable
+    {
+        yield 'kill -9 of the wrapper alone' => [false];
+        yield 'kill -9 of the wrapper\'s process group' => [true];
+    }
+
+    /**
+     * A shell command's own children (`sleep &`, the left side of a pipe)
+     * die with the wrapper: the parent-death signal reaches only the shell,
+     * the watchdog kills the command's whole process group.
+     *
+     * @dataProvider wrapperKills
+     */
+    public function testKill9OfTheWrapperEndsEverythingAShellCommandStarted(bool $wholeGroup): void
+    {
+        $pids = "{$this->dir}/pids";
+        $lock = "{$this->lockDir}/tree.lock";
+        $script = sprintf('sleep 60 & echo $! >> %1$s; sleep 60 | cat & echo $! >> %1$s; wait', escapeshellarg($pids));
+        [$cmd, $env] = $this->cronlockCommand(['run', '--lock', 'tree', '--', 'sh', '-c', $script]);
+        $h = $this->startCommand($wholeGroup ? array_merge(['setsid'], $cmd) : $cmd, $env);
+        self::waitUntil(fn () => count(self::pidsIn($pids)) === 2, 'the shell to start its children');
+        $descendants = self::pidsIn($pids);
+        foreach ($descendants as $pid) {
+            self::assertTrue(self::processAlive($pid));
+        }
+        if ($wholeGroup) {
+            posix_kill(-$this->commandPid($h), SIGKILL); // setsid made the wrapper a group leader: `timeout -s KILL`, a cgroup kill
+        } else {
+            $this->killCommand($h);
+        }
+        foreach ($descendants as $pid) {
+            self::waitUntil(fn () => !self::processAlive($pid), "the shell's child $pid to die with the wrapper", 10.0);
+        }
+        self::waitUntil(fn () => !self::kernelHolds($lock), 'the lock to be free', 10.0);
+    }
+
+    public function testWhatACommandLeavesBehindEndsBeforeTheLockIsReleased(): void
+    {
+        $pids = "{$this->dir}/pids";
+        [$code, , $err] = $this->cronlock(['run', '--lock', 'left', '--', 'sh', '-c', sprintf('sleep 60 & echo $! > %s; exit 3', escapeshellarg($pids))]);
+        self::assertSame(3, $code, $err);
+        [$left] = self::pidsIn($pids);
+        self::waitUntil(fn () => !self::processAlive($left), 'the `sleep &` the command left to be gone', 10.0);
+    }
+
+    public function testASignalToTheWrapperReachesTheCommandsWholeGroup(): void
+    {
+        $got = "{$this->dir}/got";
+        $pids = "{$this->dir}/pids";
+        $inner = sprintf('trap "echo inner >> %s; exit 0" TERM; echo $$ >> %s; i=0; while [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done', escapeshellarg($got), escapeshellarg($pids));
+        $h = $this->startCronlock(['run', '--lock', 'grp', '--', 'sh', '-c', sprintf('trap wait TERM; sh -c %s & wait', escapeshellarg($inner))]);
+        self::waitUntil(fn () => count(self::pidsIn($pids)) === 1, 'the inner shell to start');
+        posix_kill($this->commandPid($h), SIGTERM);
+        $this->finishCommand($h);
+        self::assertSame("inner\n", (string) @file_get_contents($got), 'the shell\'s own child got SIGTERM too');
+    }
+
+    /** @return int[] the pids written one a line to $file */
+    private static function pidsIn(string $file): array
+    {
+        return array_map('intval', array_filter(explode("\n", (string) @file_get_contents($file)), 'strlen'));
+    }
+
+    /** @return int[] the children of $pid except Supervisor's watchdog */
+    private function commandChildren(int $pid): array
+    {
+        return array_values(array_filter(self::childrenOf($pid), function (int $child): bool {
+            return strpos((string) @file_get_contents("/proc/$child/cmdline"), 'cronlock-watchdog') === false;
+        }));
     }
 
     public function testTheCommandsOwnOptionsAreNotReadAsOurs(): void

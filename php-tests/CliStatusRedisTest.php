@@ -159,11 +159,12 @@ final class CliStatusRedisTest extends TestCase
         $rows = self::statusTable($out, $title);
         self::assertSame(['cron:dead', 'cron:done', 'cron:held', 'cron:odd', 'cron:remote'], array_keys($rows), "only cronlock's keys:\n$out");
         $held = $rows['cron:held'];
-        self::assertSame(['held', (string) $holder, gethostname(), 'yes', '1', $waiting ? '1' : '0'],
+        self::assertSame(['held', (string) $holder, gethostname(), 'yes', self::$redis->command('GET', 'cron:held:fence'), $waiting ? '1' : '0'],
             [$held['STATE'], $held['PID'], $held['HOST'], $held['ALIVE'], $held['FENCE'], $held['WAITING']], $out);
         self::assertMatchesRegularExpression('/^\d+ s$/', $held['TTL'], "the run's 60 s TTL, renewed");
         self::assertStringEndsWith('Z*', $held['SINCE'], "since: the holder's process start, footnoted");
-        self::assertSame(['free', '-', '-', '-', '1', '0'], [$rows['cron:done']['STATE'], $rows['cron:done']['PID'], $rows['cron:done']['TTL'],
+        $doneFence = self::$redis->command('GET', 'cron:done:fence'); // a new counter: the server's clock in µs
+        self::assertSame(['free', '-', '-', '-', $doneFence, '0'], [$rows['cron:done']['STATE'], $rows['cron:done']['PID'], $rows['cron:done']['TTL'],
             $rows['cron:done']['SINCE'], $rows['cron:done']['FENCE'], $rows['cron:done']['WAITING']]);
         self::assertSame(['held', (string) $deadPid, 'no', '-'], [$rows['cron:dead']['STATE'], $rows['cron:dead']['PID'], $rows['cron:dead']['ALIVE'], $rows['cron:dead']['SINCE']],
             'a dead holder of this host: alive no, and no process start to show');
@@ -177,7 +178,7 @@ final class CliStatusRedisTest extends TestCase
         self::assertStringNotContainsString(self::PASSWORD, $out);
         self::assertSame([['backend' => 'redis', 'title' => $title, 'exists' => true, 'read' => true, 'note' => "through $client"]], $doc['sources']);
         $lock = $doc['locks']['cron:held'];
-        self::assertSame(['redis', $title, null, 'held', true, $holder, gethostname(), true, 'process start', $waiting ? 1 : 0, 1],
+        self::assertSame(['redis', $title, null, 'held', true, $holder, gethostname(), true, 'process start', $waiting ? 1 : 0, (int) self::$redis->command('GET', 'cron:held:fence')],
             [$lock['backend'], $lock['source'], $lock['path'], $lock['state'], $lock['stuck'], $lock['pid'], $lock['host'], $lock['pid_alive'],
                 $lock['since_source'], $lock['waiters'], $lock['fence']]);
         self::assertGreaterThan(50.0, $lock['ttl']);
@@ -185,7 +186,7 @@ final class CliStatusRedisTest extends TestCase
         self::assertSame(1, $doc['stuck'], 'only the holder whose start is known is judged');
         self::assertSame([false, null, null], [$doc['locks']['cron:remote']['stuck'], $doc['locks']['cron:remote']['pid_alive'], $doc['locks']['cron:remote']['held_for']]);
         self::assertSame('value by hand\n', $doc['locks']['cron:odd']['client']);
-        self::assertSame(['free', null, null, 1], [$doc['locks']['cron:done']['state'], $doc['locks']['cron:done']['ttl'], $doc['locks']['cron:done']['pid'], $doc['locks']['cron:done']['fence']]);
+        self::assertSame(['free', null, null, (int) self::$redis->command('GET', 'cron:done:fence')], [$doc['locks']['cron:done']['state'], $doc['locks']['cron:done']['ttl'], $doc['locks']['cron:done']['pid'], $doc['locks']['cron:done']['fence']]);
 
         [, $out] = $this->cronlock(array_merge($args, ['--prefix', 'cron:re']), 'suite', [], $phpArgs);
         self::assertSame(['cron:remote'], array_keys(self::statusTable($out, "$title (keys cron:re*)")));
@@ -271,9 +272,12 @@ final class CliStatusRedisTest extends TestCase
                 self::assertSame(['cron:a', 'cron:b', 'cron:c', 'cron:free', '{cron}:tagged'], array_keys($rows), "keys of every master:\n$out");
                 self::assertMatchesRegularExpression('/^  through \w+, 3 masters$/m', $out);
                 foreach ($keys as $key) {
-                    self::assertSame(['held', (string) $pids[$key], '1'], [$rows[$key]['STATE'], $rows[$key]['PID'], $rows[$key]['FENCE']], "$key:\n$out");
+                    self::assertSame(['held', (string) $pids[$key]], [$rows[$key]['STATE'], $rows[$key]['PID']], "$key:\n$out");
+                    // a new counter starts at the server's clock in µs
+                    self::assertMatchesRegularExpression('/^\d{16}$/', $rows[$key]['FENCE'], "$key:\n$out");
                 }
-                self::assertSame(['free', '1'], [$rows['cron:free']['STATE'], $rows['cron:free']['FENCE']], '{cron:free}:fence without its key');
+                self::assertSame('free', $rows['cron:free']['STATE'], '{cron:free}:fence without its key');
+                self::assertMatchesRegularExpression('/^\d{16}$/', $rows['cron:free']['FENCE']);
                 self::assertSame($waiting ? '1' : '0', $rows['cron:a']['WAITING'], 'subscribers of {cron:a}:released on any node');
             }
             [, $out] = $this->cronlock(['status', '--redis-env', 'CRONLOCK_TEST_REDIS', '--prefix', 'cron:f']);

@@ -103,9 +103,12 @@ final class CrossImplementationTest extends TestCase
         $dir = $this->makeTempDir('cross-redis');
         $key = 'cross-' . bin2hex(random_bytes(4));
         file_put_contents("$dir/counter", '0');
+        // an existing counter counts on by one (a new one would start at the server's clock)
+        self::assertSame('OK', (string) self::raw('SET', "$key:fence", '1000'));
         $procs = $this->contenders(self::lockCode(self::$server->dsn(), $key, 5.0), "$dir/counter", "$dir/go");
         $this->assertExactCount($procs, "$dir/counter", "$dir/go");
-        self::assertSame('400', (string) self::raw('GET', "$key:fence"), 'both INCR the one fencing counter');
+        self::assertSame('1400', (string) self::raw('GET', "$key:fence"), 'both INCR the one fencing counter');
+        self::assertGreaterThan(0, self::raw('PTTL', "$key:fence"), 'and give it its TTL');
     }
 
     /** @return iterable<string, array{string, string}> holder implementation, waiter implementation */

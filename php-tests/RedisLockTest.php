@@ -289,7 +289,7 @@ final class RedisLockTest extends TestCase
         } finally {
             self::assertSame('OK', self::raw('SELECT', '0'));
         }
-        self::assertSame([$lock->token(), '1'], $inDb5, 'the key and its fence counter are in db 5');
+        self::assertSame([$lock->token(), (string) $lock->fencingToken()], $inDb5, 'the key and its fence counter are in db 5');
         self::assertSame(0, self::raw('EXISTS', $key), 'nothing in db 0');
         self::assertSame(0, self::raw('EXISTS', "$key:fence"));
         self::assertTrue($other->acquire(0), 'the same key in db 0 is another lock');
@@ -790,7 +790,7 @@ final class RedisLockTest extends TestCase
         self::assertFalse($b->acquire(0));
         self::assertNull($b->fencingToken());
         self::assertSame((string) $a->fencingToken(), self::raw('GET', "$key:fence"), 'a refused acquire does not count');
-        self::assertSame(-1, self::pttl("$key:fence"), 'the fence counter never expires');
+        self::assertGreaterThan(7 * 86400 * 1000 - 60000, self::pttl("$key:fence"), 'the fence counter expires 7 days after its last use');
         self::assertTrue($a->release());
         self::assertNull($a->fencingToken());
 
@@ -816,6 +816,48 @@ final class RedisLockTest extends TestCase
         }
         self::assertSame(0, self::raw('EXISTS', $key), 'only the fence counter stays');
         self::assertSame(1, self::raw('EXISTS', "$key:fence"));
+        self::assertGreaterThan(0, self::pttl("$key:fence"), 'with a TTL');
+    }
+
+    /**
+     * No key of cronlock is left without a TTL after release, and a fence
+     * counter made anew (expired, or lost in a restart without persistence)
+     * starts at the server's clock in µs, above every number handed out.
+     */
+    public function testFencingTokensIncreaseAcrossTheCountersExpiryAndARestart(): void
+    {
+        $server = RedisServer::start();
+        $fences = [];
+        $cycle = function (float $ttl) use ($server, &$fences): void {
+            $lock = new Redis($server->dsn(), 'job', $ttl);
+            self::assertTrue($lock->acquire(0));
+            $fences[] = $lock->fencingToken();
+            self::assertTrue($lock->release());
+            foreach ($server->command('KEYS', '*') as $left) {
+                self::assertGreaterThan(0, $server->command('PTTL', $left), "$left has a TTL");
+            }
+        };
+        $cycle(10.0);
+        [$secs, $micros] = $server->command('TIME');
+        $now = (int) $secs * 1000000 + (int) $micros;
+        self::assertLessThanOrEqual($now, $fences[0]);
+        self::assertGreaterThan($now - 60000000, $fences[0], 'a new counter starts at the server clock in µs');
+        $cycle(10.0);
+        self::assertSame($fences[0] + 1, $fences[1], 'then counts by one');
+        $cycle(7200.0);
+        self::assertGreaterThan(7200 * 100 * 1000 - 60000, $server->command('PTTL', 'job:fence'), '100 TTLs when that is longer');
+
+        self::assertSame(1, $server->command('PEXPIRE', 'job:fence', '1'));
+        usleep(20000);
+        self::assertSame(0, $server->command('EXISTS', 'job:fence'), 'expired');
+        $cycle(10.0);
+        $server->restart(); // empty: nothing was persisted
+        self::assertSame(0, $server->command('EXISTS', 'job:fence'), 'lost in the restart');
+        $cycle(10.0);
+        for ($i = 1; $i < count($fences); $i++) {
+            self::assertGreaterThan($fences[$i - 1], $fences[$i], 'strictly increasing: ' . implode(', ', $fences));
+        }
+        $server->stop();
     }
 
     // ------------------------------------------------- expiry and takeover

@@ -377,7 +377,8 @@ final class RedisSignalsTest extends TestCase
 
     /**
      * 300 lease locks on two servers in one process: one renewal thread (the polyfill: one
-     * helper process) and one renewal connection per server, however many locks. Counted
+     * helper process), one connection per server that the locks share and one renewal
+     * connection per server, however many locks. Counted
      * once the first renewal has gone out (10 s after the acquires).
      */
     public function testThreeHundredLeaseLocksShareOneRenewalThreadAndOneConnectionPerServer(): void
@@ -418,7 +419,7 @@ final class RedisSignalsTest extends TestCase
                     usleep(200000);
                 }
                 self::assertGreaterThanOrEqual($renewals[$i] + 150, self::evalshaCalls($server), 'every lock renewed');
-                self::assertSame($clients[$i] + 150 + 1, count(self::clients($server)), "150 lock connections and one renewal connection on server $i");
+                self::assertSame($clients[$i] + 1 + 1, count(self::clients($server)), "the 150 locks' one shared connection and one renewal connection on server $i");
             }
             touch($go);
             self::assertSame(0, $p->wait(), $p->stdout() . $p->stderr());

@@ -486,9 +486,15 @@ namespace CronLock {
         public function token(): ?string {}
 
         /**
-         * Strictly increasing per key with each successful acquire (`INCR <key>:fence`, which
-         * cronlock never deletes: deleting it, or a Redis that loses it in a restart without
-         * persistence, restarts the numbers); null when not held.
+         * Strictly increasing per key with each successful acquire (`INCR <key>:fence`); null
+         * when not held. The counter expires 7 days (or 100 TTLs, if longer) after its last
+         * acquire, so no key of cronlock stays forever; a counter made anew (after that
+         * expiry, a DEL, or a restart of a Redis without persistence) starts at the server's
+         * clock (`TIME`) in microseconds, above any number the key's earlier counter handed
+         * out. That holds unless the server's clock steps back past those numbers, or the
+         * key averaged more than one acquire per microsecond over the counter's life; a
+         * failover to a replica that missed the last increments can still repeat them (see
+         * 'replicas').
          *
          * Redlock (a list of DSNs): always null. Kleppmann's critique of Redlock is that a lock
          * with a TTL cannot protect a resource by itself (a paused holder wakes up after its
@@ -506,6 +512,42 @@ namespace CronLock {
         public function fencingToken(): ?int {}
 
         public function key(): string {}
+
+        /**
+         * Who holds the key now, asked of the server (`GET <key>`: one read-only round trip,
+         * no write, no fencing number, no expiry change): the key's value (a cronlock token
+         * '<32 hex>:<pid>@<host>', or whatever bytes another client stored, bytes that are not
+         * UTF-8 shown as '\xNN'), or null when there is no key. Compare it with token() to
+         * know whether it is this object's hold.
+         *
+         * Redlock: the value a majority of the masters holds; null when a majority has no key.
+         *
+         * @throws ConnectionException when Redis cannot be reached (Redlock: too few masters
+         *         answered, or those that did agree on no value of a majority).
+         * @throws LockException when the key holds a value that is not a string.
+         */
+        public function holder(): ?string {}
+
+        /**
+         * Claims the window $window for $seconds, exactly once across hosts: true for the one
+         * caller that claimed it, false for every other (Laravel's onOneServer()). The window is
+         * the caller's own id of its scheduler tick (e.g. '2026-12-01T14:05'), never aligned to
+         * any clock here: callers that tick alike claim alike. One round trip: `SET
+         * <key>:claim:<window> <token> NX PX` in a script (no fencing number; nothing is left
+         * after $seconds); a command sent again after a broken connection that finds its own
+         * token counts as claimed. Independent of acquire(): a held lock is neither needed nor
+         * changed.
+         *
+         * Redlock: true when a majority of the masters granted it; otherwise the grants are
+         * given back (token-checked).
+         *
+         * @throws \ValueError for an empty $window, a NUL byte, a $window over 200 bytes or
+         *         not UTF-8, $seconds <= 0, NaN or over 10 years.
+         * @throws ConnectionException when Redis cannot be reached (Redlock: too few masters
+         *         answered to decide).
+         * @throws LockException when the claim key holds a value that is not a string.
+         */
+        public function claim(string $window, float $seconds): bool {}
 
         /** @throws LockException always: a lock belongs to the process that holds it. */
         public function __serialize(): array {}

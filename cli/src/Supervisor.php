@@ -14,18 +14,29 @@ namespace CronLock\Cli;
  * Traps it closes:
  * - The lock outliving the work, or the work outliving the lock: the child
  *   runs inside cron_guard() (same names, directory and release on every
- *   way out as any cron_guard() job), and is started through util-linux
- *   `setpriv --pdeathsig KILL`, so a `kill -9` of this process kills the
- *   child too. A wrapper killed between fork() and setpriv's prctl() would
- *   leave the child running unseen: the shell that setpriv starts checks,
- *   after the prctl(), that its parent is still this process, and gives up
- *   otherwise. Without setpriv (not util-linux, or not Linux) the child runs
- *   without that guarantee.
+ *   way out as any cron_guard() job), in a process group of its own (the
+ *   job: a shell, its pipes and everything they start), and
+ *   - is started through util-linux `setpriv --pdeathsig KILL`, so a
+ *     `kill -9` of this process kills the child too; a wrapper killed
+ *     between fork() and setpriv's prctl() would leave the child running
+ *     unseen, so the shell that setpriv starts checks, after the prctl(),
+ *     that its parent is still this process, and gives up otherwise;
+ *   - a watchdog (`setsid sh`, in a session of its own, so neither a kill of
+ *     this process's group nor a terminal's ^C reaches it) holds a pipe
+ *     from this process and kills the child's whole group when the pipe
+ *     ends without a word: this process died. The parent-death signal alone
+ *     reaches only the direct child, not what a `sh -c 'a && b'` or a pipe
+ *     started. The child waits, before it execs, until the watchdog knows
+ *     its group (or this process is gone, then it gives up);
+ *   - what is left of the group when the child ends (a `cmd &` of the
+ *     shell) is killed before the lock is released.
+ *   Without setpriv and setsid (not util-linux, or not Linux) the child runs
+ *   without these guarantees.
  * - Lost signals: SIGTERM, SIGINT and SIGHUP (and SIGCHLD) are blocked from
  *   before fork() and taken with sigtimedwait(), so none arrives between a
- *   check and a blocking wait; each is passed on to the child, except one
- *   the terminal sent to the whole foreground process group (SI_KERNEL),
- *   which the child already got. The child unblocks them before exec.
+ *   check and a blocking wait; each is passed on to the child's process
+ *   group (a terminal's ^C reaches only this process now that the child has
+ *   a group of its own). The child unblocks them before exec.
  * - A child's status read wrong: exit status as it is, 128 + N when signal N
  *   ended it, as a shell reports it.
  * - A skip that mails the admin: a busy lock object is found busy by its own
@@ -38,11 +49,16 @@ final class Supervisor
 {
     /** What the shell started by setpriv runs: `$1` is this process's pid, then the command. */
     const EXEC_SCRIPT = '[ "$PPID" = "$1" ] || exit 137; shift; exec "$@"';
-    /** si_code of a signal the kernel sent itself (a terminal's ^C to its foreground process group). */
-    const SI_KERNEL = 0x80;
+    /**
+     * The watchdog: reads the child's process group, then waits; a pipe that
+     * ends before the second line (this process died) kills the group.
+     */
+    const WATCHDOG_SCRIPT = 'trap "" INT HUP TERM QUIT; IFS= read -r group || exit 0; IFS= read -r done || kill -s KILL -- "-$group"';
 
     /** @var string|null setpriv's path; null: none, the child runs without a parent-death signal */
     private $setpriv;
+    /** @var string|null setsid's path; null: none, no watchdog */
+    private $setsid;
     /** @var int|null the running child's pid */
     private $child;
 
@@ -52,7 +68,8 @@ final class Supervisor
      */
     public function __construct(array $options = [])
     {
-        $this->setpriv = array_key_exists('setpriv', $options) ? $options['setpriv'] : self::findSetpriv();
+        $this->setpriv = array_key_exists('setpriv', $options) ? $options['setpriv'] : self::findUtilLinux('setpriv');
+        $this->setsid = $this->setpriv === null ? null : self::findUtilLinux('setsid');
     }
 
     /**
@@ -116,21 +133,71 @@ final class Supervisor
         $mask = array_merge($forwarded, [SIGCHLD]);
         $before = [];
         pcntl_sigprocmask(SIG_BLOCK, $mask, $before);
+        $watchdog = null;
         try {
+            $watchdog = $this->startWatchdog();
+            // The child's go-ahead: a word once the watchdog knows its group, EOF if this process died first.
+            $go = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, 0);
+            if ($go === false) {
+                throw new \RuntimeException('cannot start the command: socketpair() failed');
+            }
             $parent = getmypid();
             $pid = pcntl_fork();
             if ($pid === -1) {
                 throw new \RuntimeException('cannot start the command: fork() failed: ' . pcntl_strerror(pcntl_get_last_error()));
             }
             if ($pid === 0) {
+                fclose($go[0]);
+                posix_setpgid(0, 0);
+                $ready = fread($go[1], 1);
+                fclose($go[1]);
+                if ($ready !== 'g') {
+                    exit(137); // this process died before the watchdog knew the group
+                }
                 $this->execChild($command, $parent, $before);
             }
+            fclose($go[1]);
             $this->child = $pid;
-            return $this->waitFor($pid, $mask, $forwarded);
+            @posix_setpgid($pid, $pid); // both sides set it, so it is set before either goes on
+            if ($watchdog !== null) {
+                fwrite($watchdog[1], "$pid\n");
+            }
+            fwrite($go[0], 'g');
+            fclose($go[0]);
+            $status = $this->waitFor($pid, $mask, $forwarded);
+            // What the job left in its group would run on without the lock.
+            @posix_kill(-$pid, SIGKILL);
+            return $status;
         } finally {
             $this->child = null;
+            if ($watchdog !== null) {
+                @fwrite($watchdog[1], "done\n");
+                fclose($watchdog[1]);
+                proc_close($watchdog[0]);
+            }
             pcntl_sigprocmask(SIG_SETMASK, $before);
         }
+    }
+
+    /**
+     * The watchdog process and the pipe to it (its end close-on-exec, so
+     * no child keeps it open), or null without setsid.
+     *
+     * @return array{resource, resource}|null
+     */
+    private function startWatchdog()
+    {
+        if ($this->setsid === null) {
+            return null;
+        }
+        $null = ['file', '/dev/null', 'w'];
+        // A string, not an argv (PHP 7.4+): the shell PHP starts execs setsid, which execs the watchdog.
+        $command = 'exec ' . implode(' ', array_map('escapeshellarg', [$this->setsid, '/bin/sh', '-c', self::WATCHDOG_SCRIPT, 'cronlock-watchdog']));
+        $process = proc_open($command, [0 => ['pipe', 'r'], 1 => $null, 2 => $null], $pipes);
+        if (!is_resource($process)) {
+            throw new \RuntimeException('cannot start the command: the watchdog (setsid sh) did not start');
+        }
+        return [$process, $pipes[0]];
     }
 
     /** The pid of the child while run() waits for it (for a caller's own signal handling), else null. */
@@ -171,10 +238,7 @@ final class Supervisor
             // Wakes for a signal, or after 1 s to look again (SIGCHLDs merge).
             $signal = @pcntl_sigtimedwait($mask, $info, 1);
             if (is_int($signal) && in_array($signal, $forwarded, true)) {
-                $fromTerminal = isset($info['code']) && $info['code'] === self::SI_KERNEL;
-                if (!$fromTerminal) {
-                    posix_kill($pid, $signal);
-                }
+                posix_kill(-$pid, $signal);
                 continue;
             }
             $status = 0;
@@ -202,16 +266,16 @@ final class Supervisor
         return null;
     }
 
-    /** @return string|null */
-    private static function findSetpriv()
+    /** @return string|null the util-linux program $name, found on PATH, then in /usr/bin and /bin */
+    private static function findUtilLinux(string $name)
     {
         if (PHP_OS !== 'Linux') {
             return null;
         }
         $dirs = array_merge(explode(':', (string) getenv('PATH')), ['/usr/bin', '/bin']);
         foreach ($dirs as $dir) {
-            if ($dir !== '' && $dir[0] === '/' && is_file("$dir/setpriv") && is_executable("$dir/setpriv")) {
-                return "$dir/setpriv";
+            if ($dir !== '' && $dir[0] === '/' && is_file("$dir/$name") && is_executable("$dir/$name")) {
+                return "$dir/$name";
             }
         }
         return null;

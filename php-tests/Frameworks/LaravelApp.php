@@ -123,6 +123,12 @@ final class LaravelApp
         return new AppProcess($this->dir, array_merge(['artisan'], $args), $env + $this->env);
     }
 
+    /** `php -r $code` in the application's directory, with its environment (started, not waited for). */
+    public function php(string $code, array $env = []): AppProcess
+    {
+        return new AppProcess($this->dir, ['-r', $code], $env + $this->env);
+    }
+
     /** One cron tick: `php artisan schedule:run` with Laravel's clock at $now (started, not waited for). */
     public function tick(string $now, array $env = []): AppProcess
     {

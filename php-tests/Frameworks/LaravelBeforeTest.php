@@ -12,6 +12,11 @@ use CronLock\Tests\Support\RedisServer;
  * php-laravel-framework with the default cache mutex. These tests pin
  * Laravel's behaviour, so a change in it shows up here: each asserts what
  * goes wrong.
+ *
+ * @group extension-only
+ * not polyfill-specific: Laravel without the bridge, whose figures are the same
+ * whichever cronlock implementation is loaded (only App\NaiveFileMutex takes a
+ * CronLock\File, to show where a lock held by schedule:run ends).
  */
 final class LaravelBeforeTest extends LaravelTestCase
 {

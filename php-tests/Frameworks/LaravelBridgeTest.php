@@ -16,6 +16,12 @@ final class LaravelBridgeTest extends LaravelTestCase
 {
     private const EVENT = '$schedule->command("fixture:job", [$journal, "fg", %s])->everyMinute()->withoutOverlapping()';
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testTheProviderIsDiscoveredFromComposerJson(): void
     {
         $app = $this->app(true);
@@ -24,6 +30,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertSame(['providers' => ['CronLock\\Laravel\\CronLockServiceProvider']], $manifest['cronlock/laravel'] ?? null);
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testVendorPublishWritesTheConfigFile(): void
     {
         $app = $this->app(true);
@@ -32,6 +44,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertFileEquals(dirname(__DIR__, 2) . '/bridges/laravel/config/cronlock.php', $app->dir() . '/config/cronlock.php');
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testScheduleListShowsTheCommandsAsTheUserWroteThem(): void
     {
         $app = $this->app(true);
@@ -42,6 +60,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertStringContainsString("'artisan' fixture:job '{$app->journal()->path()}' 'fg' 2 ", $out);
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testTheLockIsNamedAfterTheCommandAsWritten(): void
     {
         $app = $this->app(true);
@@ -52,6 +76,12 @@ final class LaravelBridgeTest extends LaravelTestCase
             "Laravel's own mutex name of the event as written (sha1 of expression and command)");
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testABackgroundEventsCallbacksRunInScheduleFinish(): void
     {
         $app = $this->app(true);
@@ -60,13 +90,20 @@ final class LaravelBridgeTest extends LaravelTestCase
             . sprintf(' $e->onSuccess(function () use ($e) { file_put_contents(%1$s, "success $e->exitCode\n", FILE_APPEND); })'
                 . '->onFailure(function () use ($e) { file_put_contents(%1$s, "failure $e->exitCode\n", FILE_APPEND); });', var_export($done, true)));
         self::runTick($app, 0);
-        self::waitUntil(fn () => is_file($done), 'schedule:finish to run the callbacks', 30.0);
+        // the line, not the file: file_put_contents() creates it before it writes
+        self::waitUntil(fn () => substr_count((string) @file_get_contents($done), "\n") === 1, 'schedule:finish to run the callbacks', 30.0);
         self::assertSame("success 0\n", file_get_contents($done));
         self::runTick($app, 1, ['FIXTURE_JOB_STATUS' => '3']);
         self::waitUntil(fn () => substr_count((string) file_get_contents($done), "\n") === 2, 'the second run\'s callbacks', 30.0);
         self::assertSame("success 0\nfailure 3\n", file_get_contents($done), "schedule:finish found the rewritten event by its mutex name, with the job's status");
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testAForegroundEventGetsTheJobsExitStatus(): void
     {
         $app = $this->app(true);
@@ -77,6 +114,12 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertSame("after 3\n", file_get_contents($done));
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testExpiresAtEndsAJobThatRunsThatLong(): void
     {
         $app = $this->app(true);
@@ -104,7 +147,7 @@ final class LaravelBridgeTest extends LaravelTestCase
         $holder = self::ancestor($job['pid'], 'cronlock:run');
 
         $out = $app->artisan(['schedule:clear-cache'])->succeed()->stdout();
-        self::assertStringContainsString("Held by pid $holder: '" . PHP_BINARY . "' 'artisan' fixture:job", $out);
+        self::assertMatchesRegularExpression('/Held by pid ' . $holder . ' on [^ ]+ since [0-9TZ:-]+: ' . preg_quote("'" . PHP_BINARY . "' 'artisan' fixture:job", '/') . '/', $out, 'File::holder(): the pid, the host and since when');
         self::assertStringContainsString('none of these is stale', $out);
         self::assertTrue(self::processAlive($job['pid']), 'the job runs on');
         self::assertStringContainsString('No scheduled commands are ready to run.', self::runTick($app, 1));
@@ -129,15 +172,17 @@ final class LaravelBridgeTest extends LaravelTestCase
         $out = self::runTick($app, 1);
         self::assertStringContainsString('No scheduled commands are ready to run.', $out, 'exists() named flock(1) as the holder');
         self::assertStringContainsString('Held by pid ', $app->artisan(['schedule:clear-cache'])->succeed()->stdout());
+        $sleep = (int) trim((string) shell_exec('pgrep -P ' . $this->commandPid($flock)));
         $this->killCommand($flock);
+        self::killPid($sleep); // --close: it holds nothing, but would outlive the test
         self::assertStringContainsString('Running scheduled command', self::runTick($app, 2));
         self::assertCount(2, $app->journal()->starts());
     }
 
     /**
      * A holder cronlock cannot name (flock(1) exited, the program it started
-     * kept the locked descriptor): holderPid() says null, the kernel's list
-     * still shows the lock, and the filter skips the tick. Were the tick let
+     * kept the locked descriptor): File::holder() says "an unknown process"
+     * from the kernel's list, and the filter skips the tick. Were the tick let
      * through, cronlock:run's acquire would skip the job all the same.
      */
     public function testAHolderCronlockCannotNameStillExcludes(): void
@@ -153,7 +198,7 @@ final class LaravelBridgeTest extends LaravelTestCase
         $this->killCommand($flock); // the sleep keeps the lock; its locker is gone
         self::assertStringContainsString('No scheduled commands are ready to run.', self::runTick($app, 1));
         self::assertCount(1, $app->journal()->starts());
-        self::assertStringContainsString('Held by a process cronlock cannot name (pid ' . $this->commandPid($flock) . ' locked it and is gone',
+        self::assertStringContainsString('Held by an unknown process:',
             $app->artisan(['schedule:clear-cache', '--force'])->succeed()->stdout());
         self::assertTrue(self::processAlive($sleep), '--force signals only holders it can name');
         self::killPid($sleep);
@@ -165,12 +210,14 @@ final class LaravelBridgeTest extends LaravelTestCase
     {
         $redis = RedisServer::start();
         $app = $this->app(true);
-        $app->config('cronlock', ['backend' => 'redis', 'dsn' => $redis->dsn(), 'ttl' => 30.0, 'prefix' => 'app:']);
+        $app->config('cronlock', ['backend' => 'redis', 'dsn' => $redis->dsn(), 'prefix' => 'app:']); // no ttl: cronlock's lease
         $app->schedule('$schedule->call(fn () => Job::run($journal, "cb", 120))->name("cb")->everyMinute()->withoutOverlapping();');
         $tick = $app->tick(self::clock(0));
         $app->journal()->waitForStarts(1, 30.0, $tick);
         $key = 'app:schedule-' . sha1('cb');
         self::assertNotNull($redis->command('GET', $key), 'the running callback holds the key');
+        $pttl = (int) $redis->command('PTTL', $key);
+        self::assertTrue($pttl > 0 && $pttl <= 30_000, "the lease: 30 s at most, renewed while the holder lives (PTTL $pttl)");
         $fence = $redis->command('GET', "{$key}:fence");
         for ($minute = 1; $minute <= 3; $minute++) {
             self::runTick($app, $minute);
@@ -178,8 +225,17 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::assertCount(1, $app->journal()->starts());
         self::assertSame($fence, $redis->command('GET', "{$key}:fence"), 'no acquire-and-release probe');
         $tick->killGroup();
+        foreach ((array) $redis->command('KEYS', '*') as $left) {
+            self::assertNotSame(-1, (int) $redis->command('PTTL', (string) $left), "no key without a TTL is left: $left");
+        }
     }
 
+    /**
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
+     * cronlock:run), the same whichever implementation is loaded; the polyfill's
+     * paths (holder(), its Redis lease) are the other tests of this class.
+     */
     public function testAnUnknownBackendIsRefusedWithTheSetting(): void
     {
         $app = $this->app(true);

@@ -23,8 +23,19 @@ final class SymfonyConsoleTest extends TestCase
 
     private const BUSY = 'The command is already running in another process.';
 
-    private ?RedisServer $redis = null;
-    private ?DatabaseServer $db = null;
+    /** The servers, started by the first test that needs one and shared by the class (each test has its own journal). */
+    private static ?RedisServer $redis = null;
+    private static ?DatabaseServer $db = null;
+
+    public static function tearDownAfterClass(): void
+    {
+        self::$redis = null;
+        if (self::$db !== null) {
+            self::$db->stop();
+            self::$db = null;
+        }
+        parent::tearDownAfterClass();
+    }
 
     protected function setUp(): void
     {
@@ -38,11 +49,6 @@ final class SymfonyConsoleTest extends TestCase
     {
         $this->reapCommands();
         $this->removeTempDirs();
-        $this->redis = null;
-        if ($this->db !== null) {
-            $this->db->stop();
-            $this->db = null;
-        }
         parent::tearDown();
     }
 
@@ -57,9 +63,9 @@ final class SymfonyConsoleTest extends TestCase
     {
         $env = $this->storeEnv($store);
         $journal = new Journal($this->makeTempDir('symfony-console') . '/journal.log');
-        $first = $this->console($journal, 3.0, $env);
+        $first = $this->console($journal, 2.0, $env);
         $journal->waitForStarts(1, 30.0, $first);
-        $second = $this->console($journal, 3.0, $env)->succeed();
+        $second = $this->console($journal, 2.0, $env)->succeed();
         self::assertStringContainsString(self::BUSY, $second->stdout());
         $first->succeed();
         self::assertStringNotContainsString(self::BUSY, $this->console($journal, 0.0, $env)->succeed()->stdout());
@@ -110,8 +116,8 @@ final class SymfonyConsoleTest extends TestCase
     {
         switch ($store) {
             case 'redis':
-                $this->redis = RedisServer::start();
-                return ['FIXTURE_STORE' => 'redis', 'FIXTURE_DSN' => $this->redis->dsn()];
+                self::$redis ??= RedisServer::start();
+                return ['FIXTURE_STORE' => 'redis', 'FIXTURE_DSN' => self::$redis->dsn()];
             case 'database':
                 if (!extension_loaded('cronlock')) {
                     self::markTestSkipped('cronlock/polyfill has no CronLock\Database (README: it throws "needs the cronlock extension")');
@@ -119,8 +125,8 @@ final class SymfonyConsoleTest extends TestCase
                 if (($missing = DatabaseServer::available('mysql')) !== null) {
                     self::markTestSkipped($missing);
                 }
-                $this->db = DatabaseServer::start('mysql');
-                return ['FIXTURE_STORE' => 'database', 'FIXTURE_DSN' => $this->db->dsn(), 'FIXTURE_DB_USER' => $this->db->user(), 'FIXTURE_DB_PASSWORD' => $this->db->password()];
+                self::$db ??= DatabaseServer::start('mysql');
+                return ['FIXTURE_STORE' => 'database', 'FIXTURE_DSN' => self::$db->dsn(), 'FIXTURE_DB_USER' => self::$db->user(), 'FIXTURE_DB_PASSWORD' => self::$db->password()];
             default:
                 return ['FIXTURE_STORE' => 'file', 'FIXTURE_DIR' => $this->makeTempDir('symfony-locks')];
         }

@@ -27,6 +27,14 @@ final class Redis implements Lock, \Serializable
     /** The TTL of a key held without a $ttl, renewed every 10 s while the process lives, as in the extension. */
     const LEASE = 30.0;
     const MAX_TIMEOUT = 86400.0;
+    /** The longest window id claim() takes, as in the extension. */
+    const MAX_WINDOW_BYTES = 200;
+
+    /** Why a hold was lost (cron_guard()'s lost line), the extension's words. */
+    const LOSS_KEY_GONE = 'the key is gone';
+    const LOSS_ANOTHER_TOKEN = 'the key holds another token';
+    const LOSS_RAN_OUT = 'its TTL ran out before a renewal';
+    const LOSS_UNREACHABLE = 'its TTL ran out while the server could not be reached';
     /** Longest pause between two tries of a wait (waiters poll; see the README). */
     const MAX_POLL = 0.05;
 
@@ -55,9 +63,7 @@ final class Redis implements Lock, \Serializable
     private $replicas = 0;
     /** @var int */
     private $ownerPid = 0;
-    /** @var RedisClient|null */
-    private $client;
-    /** @var array{token: string, fence: int, validUntil: float, keptUntil: float, lost: bool, windowEnd: int}|null windowEnd: Unix ms of the server's clock when the latest once-per window the hold was taken or confirmed in ends (0: none) */
+    /** @var array{token: string, fence: int, validUntil: float, keptUntil: float, lost: bool, windowEnd: int, lossWhy?: string, lossAt?: float, lossNoted?: bool, unreachable?: bool}|null lossWhy/lossAt: what the renewal helper found (Process::now() clock); unreachable: its last renewal could not reach the server; windowEnd: Unix ms of the server's clock when the latest once-per window the hold was taken or confirmed in ends (0: none) */
     private $hold;
     /** @var int|null cron_guard()'s 'once_per' in ms, set for its acquire only (see Polyfill\CronGuard) */
     private $oncePerMs;
@@ -75,8 +81,8 @@ final class Redis implements Lock, \Serializable
      *                  is ours, and release() or destruction without a hold deletes it
      */
     private $unsettled;
-    /** @var array<int, mixed> a fork child's inherited connections: never used, never closed early */
-    private static $inherited = [];
+    /** @var array{0: float, 1: string}|null when (Unix time) and why the last hold was found lost, as the extension says it */
+    private $loss;
 
     /**
      * Validates the arguments; connects on first use.
@@ -169,7 +175,7 @@ final class Redis implements Lock, \Serializable
             Registry::noteRefusal($owner, 'self');
             return false;
         }
-        $token = $this->unsettled !== null ? $this->unsettled : bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
+        $token = $this->unsettled !== null ? $this->unsettled : self::newToken();
         // A try once starts the helper after it took the key, so a busy try
         // starts no process; unless the first renewal (ttl/3) is so soon that
         // a slow start could miss it. A wait starts it first: it may take long.
@@ -305,13 +311,14 @@ final class Redis implements Lock, \Serializable
     private function awaitReplicas(string $token)
     {
         $waitMs = max(1, intdiv((int) floor($this->readTimeout * 1000 + 1e-6) * 4, 5));
+        // the acquire's connection: the process's one to this server
+        $client = RedisClient::shared($this->dsn, $this->connectTimeout, $this->readTimeout);
         try {
-            $acks = $this->client->wait($this->replicas, $waitMs);
+            $acks = $client->wait($this->replicas, $waitMs);
         } catch (RedisFailure $f) {
             if ($f->kind !== RedisFailure::REPLY) {
                 // as run() does: a late reply would be read as the next command's
-                $this->client->close();
-                $this->client = null;
+                RedisClient::discard($client);
             }
             throw $f;
         }
@@ -377,6 +384,7 @@ final class Redis implements Lock, \Serializable
             throw $this->failure('acquire', $f);
         }
         if (!$attempt[0]) {
+            $this->lose($this->lastHolder === '' ? self::LOSS_KEY_GONE : self::LOSS_ANOTHER_TOKEN);
             $this->forgetHold();
             return false;
         }
@@ -401,6 +409,7 @@ final class Redis implements Lock, \Serializable
     {
         // once_per: the key lives until its window ends whatever the TTL, so the hold does too
         $this->hold = ['token' => $token, 'fence' => $fence, 'validUntil' => $sent + $this->ttl, 'keptUntil' => $sent + $windowLeft, 'lost' => false, 'windowEnd' => $windowEnd];
+        $this->loss = null;
         Registry::hold($this->lockId(), spl_object_hash($this), false, $this->autoRenew ? INF : $this->validUntil());
         Registry::holdToken($token, spl_object_hash($this));
         $this->holdSeq++;
@@ -420,7 +429,8 @@ final class Redis implements Lock, \Serializable
             return false;
         }
         $this->readRenewer();
-        if ($this->hold['lost']) {
+        if ($this->hold['lost'] || Process::now() >= $this->validUntil()) {
+            $this->lose(self::LOSS_RAN_OUT);
             $this->forgetHold();
             return false;
         }
@@ -432,6 +442,7 @@ final class Redis implements Lock, \Serializable
         }
         $renewed = (int) $reply === 1;
         if (!$renewed) {
+            $this->lose(self::refusal($reply));
             $this->forgetHold();
             return false;
         }
@@ -450,11 +461,18 @@ final class Redis implements Lock, \Serializable
         $valid = $this->isHeld();
         $token = $this->hold['token'];
         $windowEnd = $this->hold['windowEnd'];
-        $this->forgetHold();
         if (!$valid) {
+            $this->lose(self::LOSS_RAN_OUT); // or what the renewal helper said
+            $this->forgetHold();
             return false; // lost, or past its TTL unrenewed: not ours to delete any more
         }
-        return $windowEnd !== 0 ? $this->leaveToExpire($token, $windowEnd) : $this->deleteIfOurs($token);
+        $this->forgetHold();
+        $reply = 1;
+        $released = $windowEnd !== 0 ? $this->leaveToExpire($token, $windowEnd, $reply) : $this->deleteIfOurs($token, $reply);
+        if (!$released) {
+            $this->noteLoss(self::refusal($reply), Process::now());
+        }
+        return $released;
     }
 
     /**
@@ -464,7 +482,7 @@ final class Redis implements Lock, \Serializable
      *
      * @throws LockException
      */
-    private function leaveToExpire(string $token, int $windowEnd): bool
+    private function leaveToExpire(string $token, int $windowEnd, &$reply = null): bool
     {
         try {
             list($reply, $retried) = $this->run(Scripts::get(Scripts::END_WINDOW), [$this->key], [$token, $windowEnd, $this->key . ':released']);
@@ -505,7 +523,8 @@ final class Redis implements Lock, \Serializable
         }
     }
 
-    private function deleteIfOurs(string $token): bool
+    /** @param mixed $reply set to the script's reply */
+    private function deleteIfOurs(string $token, &$reply = null): bool
     {
         try {
             list($reply, $retried) = $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
@@ -550,6 +569,63 @@ final class Redis implements Lock, \Serializable
         return $this->key;
     }
 
+    /**
+     * Who holds the key now: GET, one read-only round trip (bytes that are
+     * not UTF-8 as \xNN); null when there is no key.
+     *
+     * @throws ConnectionException
+     */
+    public function holder(): ?string
+    {
+        $this->adoptProcess();
+        $key = $this->key;
+        try {
+            list($value) = $this->onClient(function (RedisClient $client) use ($key) {
+                return $client->get($key);
+            });
+        } catch (RedisFailure $f) {
+            throw $this->failure('read', $f);
+        }
+        return $value === null ? null : Args::escapeNonUtf8($value);
+    }
+
+    /**
+     * Claims the window $window for $seconds, exactly once across hosts
+     * (SET <key>:claim:<window> <token> NX PX, in the claim script).
+     *
+     * @throws \ValueError for an empty $window, a NUL byte, over 200 bytes, $seconds <= 0 or NaN
+     * @throws ConnectionException
+     */
+    public function claim(string $window, float $seconds): bool
+    {
+        if ($window === '') {
+            throw Args::value('$window', 'must not be empty');
+        }
+        if (preg_match('//u', $window) !== 1) {
+            throw Args::value('$window', 'must be valid UTF-8');
+        }
+        if (strpos($window, "\0") !== false) {
+            throw Args::value('$window', 'must not contain NUL bytes');
+        }
+        if (strlen($window) > self::MAX_WINDOW_BYTES) {
+            throw Args::value('$window', sprintf('must be at most %d bytes', self::MAX_WINDOW_BYTES));
+        }
+        $seconds = self::checkLifetime('$seconds', $seconds);
+        $this->adoptProcess();
+        try {
+            list($reply) = $this->run(Scripts::get(Scripts::CLAIM), [$this->key . ':claim:' . $window], [self::newToken(), $this->ttlMs($seconds)]);
+        } catch (RedisFailure $f) {
+            throw $this->failure('claim a window of', $f);
+        }
+        return (int) $reply === 1;
+    }
+
+    /** A new token: 128 random bits in hex, then who holds it. */
+    private static function newToken(): string
+    {
+        return bin2hex(random_bytes(16)) . ':' . Process::pid() . '@' . Process::hostname();
+    }
+
     public function __destruct()
     {
         if ($this->ownerPid !== Process::pid()) {
@@ -563,9 +639,6 @@ final class Redis implements Lock, \Serializable
                 // nobody to tell; the key expires by its TTL
             }
         }
-        if ($this->client !== null) {
-            $this->client->close();
-        }
     }
 
     public function __clone()
@@ -573,7 +646,6 @@ final class Redis implements Lock, \Serializable
         // The refused copy is destroyed at once: it must not release the
         // original's key nor close its connection or renewer.
         $this->hold = null;
-        $this->client = null;
         $this->renewer = null;
         throw new \Error('Trying to clone an uncloneable object of class CronLock\Redis');
     }
@@ -614,16 +686,21 @@ final class Redis implements Lock, \Serializable
 
     private static function checkTtl(float $ttl): float
     {
-        if (is_nan($ttl) || is_infinite($ttl) || $ttl < 0) {
-            throw Args::value('$ttl', 'must be a finite number greater than 0');
+        return self::checkLifetime('$ttl', $ttl);
+    }
+
+    private static function checkLifetime(string $arg, float $seconds): float
+    {
+        if (is_nan($seconds) || is_infinite($seconds) || $seconds < 0) {
+            throw Args::value($arg, 'must be a finite number greater than 0');
         }
-        if ($ttl == 0) {
-            throw Args::value('$ttl', 'must be greater than 0');
+        if ($seconds == 0) {
+            throw Args::value($arg, 'must be greater than 0');
         }
-        if ($ttl > self::MAX_TTL) {
-            throw Args::value('$ttl', 'must be at most 315360000 seconds (10 years)');
+        if ($seconds > self::MAX_TTL) {
+            throw Args::value($arg, 'must be at most 315360000 seconds (10 years)');
         }
-        return $ttl;
+        return $seconds;
     }
 
     /** @param array<string, mixed> $options */
@@ -665,18 +742,32 @@ final class Redis implements Lock, \Serializable
      */
     private function run(string $lua, array $keys, array $args, bool $inWait = false): array
     {
+        return $this->onClient(function (RedisClient $client) use ($lua, $keys, $args) {
+            return $client->script($lua, $keys, $args);
+        }, $inWait);
+    }
+
+    /**
+     * Runs $command on this lock's connection as run() runs a script (every
+     * command sent here is safe to run twice).
+     *
+     * @param callable(RedisClient): mixed $command
+     * @return array{0: mixed, 1: bool} the reply, and whether it ran twice
+     * @throws RedisFailure
+     */
+    private function onClient(callable $command, bool $inWait = false): array
+    {
         $retried = false;
         while (true) {
-            if ($this->client === null) {
-                $this->client = RedisClient::open($this->dsn, $this->connectTimeout, $this->readTimeout);
-            }
+            // the process's one client for this server, credentials and timeouts
+            $client = RedisClient::shared($this->dsn, $this->connectTimeout, $this->readTimeout);
             try {
-                return [$this->client->script($lua, $keys, $args), $retried];
+                return [$command($client), $retried];
             } catch (RedisFailure $f) {
                 if ($f->kind !== RedisFailure::REPLY) {
-                    // after a timeout or I/O error its replies may be out of step
-                    $this->client->close();
-                    $this->client = null;
+                    // after a timeout or I/O error its replies may be out of step:
+                    // every lock on this server reconnects
+                    RedisClient::discard($client);
                 }
                 if ($f->kind !== RedisFailure::IO || $retried || ($inWait && Process::signalled())) {
                     throw $f;
@@ -751,6 +842,53 @@ final class Redis implements Lock, \Serializable
         }
     }
 
+    /** A token-checked script's "no": -1 is no key, anything else someone else's value. */
+    private static function refusal($reply): string
+    {
+        return (int) $reply === -1 ? self::LOSS_KEY_GONE : self::LOSS_ANOTHER_TOKEN;
+    }
+
+    /**
+     * Marks the hold lost for $why (unless the renewal helper or a call
+     * found it lost before), found now; a hold that ran out: when its TTL passed.
+     */
+    private function lose(string $why)
+    {
+        if ($this->hold === null || !empty($this->hold['lossNoted'])) {
+            return;
+        }
+        $this->hold['lossNoted'] = true;
+        if (!empty($this->hold['lossWhy'])) {
+            $this->noteLoss($this->hold['lossWhy'], $this->hold['lossAt']);
+        } elseif ($why === self::LOSS_RAN_OUT || $why === self::LOSS_UNREACHABLE) {
+            $this->noteLoss(empty($this->hold['unreachable']) ? $why : self::LOSS_UNREACHABLE, min(Process::now(), $this->validUntil()));
+        } else {
+            $this->noteLoss($why, Process::now());
+        }
+        $this->hold['lost'] = true;
+    }
+
+    /** $at on the Process::now() clock. */
+    private function noteLoss(string $why, float $at)
+    {
+        $this->loss = [microtime(true) - (Process::now() - $at), $why];
+    }
+
+    /**
+     * For cron_guard() (Polyfill\Run): when (Unix time) and why the hold was lost, as the
+     * renewal helper or the call that found out saw it; a hold whose TTL passed unrenewed
+     * without anyone finding out: when it passed. Null while held.
+     *
+     * @return array{0: float, 1: string}|null
+     */
+    private function lossFound(): ?array
+    {
+        if ($this->hold !== null && $this->ownerPid === Process::pid() && !$this->isHeld()) {
+            $this->lose(self::LOSS_RAN_OUT);
+        }
+        return $this->hold !== null && !$this->hold['lost'] ? null : $this->loss;
+    }
+
     /** Picks up what the auto-renew process reported: renewals, or that the key is not ours. */
     private function readRenewer()
     {
@@ -761,7 +899,12 @@ final class Redis implements Lock, \Serializable
             list($what, $until) = $report;
             if ($what === 'LOST') {
                 $this->hold['lost'] = true;
+                $this->hold['lossWhy'] = $report[2];
+                $this->hold['lossAt'] = $until;
+            } elseif ($what === 'DOWN') {
+                $this->hold['unreachable'] = true;
             } else {
+                $this->hold['unreachable'] = false;
                 $this->hold['validUntil'] = max($this->hold['validUntil'], $until);
             }
         }
@@ -791,9 +934,7 @@ final class Redis implements Lock, \Serializable
         if ($this->ownerPid === $pid) {
             return;
         }
-        self::$inherited[] = $this->client;
-        $this->client = null;
-        $this->renewer = null;
+        $this->renewer = null; // the parent's clients: RedisClient::shared() forgets them
         $this->hold = null;
         $this->unsettled = null; // the parent's to settle
         $this->ownerPid = $pid;

@@ -104,14 +104,12 @@ impl Run {
         if self.loss.borrow().is_some() {
             return;
         }
-        let why = lock
-            .object()
-            .and_then(lock_classes::native)
-            .map_or_else(|| fallback.to_owned(), |native| native.loss_reason());
-        *self.loss.borrow_mut() = Some(Loss {
-            at: SystemTime::now(),
-            why,
-        });
+        let native = lock.object().and_then(lock_classes::native);
+        let why = native.map_or_else(|| fallback.to_owned(), |native| native.loss_reason());
+        let at = native
+            .and_then(|native| native.lost_at())
+            .unwrap_or_else(SystemTime::now);
+        *self.loss.borrow_mut() = Some(Loss { at, why });
         if while_running {
             let line = format!(
                 "cron_guard: lock {} was lost ({}) while its job runs; another run may start",

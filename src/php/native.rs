@@ -81,6 +81,13 @@ pub trait NativeLock {
         "the lock no longer holds it".to_owned()
     }
 
+    /// When the hold was lost, if the lock knows (Redis: when the renewal
+    /// thread or the call that found out saw it); `None`: when the guard
+    /// noticed.
+    fn lost_at(&self) -> Option<std::time::SystemTime> {
+        None
+    }
+
     /// At the job's end, before release: whether the hold survived, when
     /// release()'s own answer cannot tell (File: its release unlocks
     /// whatever the path names now). `None`: release() will say.

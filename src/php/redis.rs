@@ -1,17 +1,17 @@
 //! `CronLock\Redis`: a lock that works across machines.
 
-use super::args::{Bytes, Dsns, NullableFloat, OptionalFloat, OptionsArray};
+use super::args::{Bytes, Dsns, Float, NullableFloat, OptionalFloat, OptionsArray};
 use super::lock_interface::PhpInterfaceLock;
 use super::options::{type_name, Options};
 use crate::error::Error;
 use crate::lock::redis::{
-    check_timeout, ttl_from_secs, RedisLock, RedisOptions, SentinelAuth, LEASE,
+    check_timeout, lifetime_from_secs, ttl_from_secs, RedisLock, RedisOptions, SentinelAuth, LEASE,
 };
 use crate::lock::Wait;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::ZendHashTable;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[php_class]
 #[php(name = "CronLock\\Redis")]
@@ -146,6 +146,16 @@ impl Redis {
         self.lock.key().to_owned()
     }
 
+    pub fn holder(&mut self) -> PhpResult<Option<String>> {
+        Ok(self.lock.holder()?)
+    }
+
+    pub fn claim(&mut self, window: Bytes, seconds: Float) -> PhpResult<bool> {
+        let window = window.utf8("$window")?;
+        let lasting = lifetime_from_secs("$seconds", seconds.0)?;
+        Ok(self.lock.claim(&window, lasting)?)
+    }
+
     /// Always throws: a lock belongs to the process that holds it.
     pub fn __serialize(&self) -> PhpResult<Vec<String>> {
         Err(super::not_serializable("CronLock\\Redis"))
@@ -274,8 +284,14 @@ impl super::native::NativeLock for Redis {
     }
 
     fn loss_reason(&self) -> String {
-        "the key no longer holds this lock's token (taken, deleted, or expired unrenewed)"
-            .to_owned()
+        match self.lock().loss() {
+            Some((_, why)) => why.words().to_owned(),
+            None => "the key no longer holds this lock's token".to_owned(),
+        }
+    }
+
+    fn lost_at(&self) -> Option<SystemTime> {
+        self.lock().loss().map(|(at, _)| at)
     }
 
     fn set_once_per(&mut self, period: Option<Duration>) -> bool {

@@ -31,7 +31,26 @@ return [
 
     // redis: the key's time to live in seconds, renewed every third of it while the
     // job runs, so a holder killed with kill -9 blocks the next run for at most this long.
-    'ttl' => 30.0,
+    // null: cronlock's lease, 30 s renewed every 10 s while the job runs.
+    'ttl' => env('CRONLOCK_REDIS_TTL'),
+
+    // onOneServer(): how long a tick's claim lasts, in seconds. Hosts whose clocks
+    // differ by less than this agree on each tick (Laravel's own claim lasts an hour).
+    // file: once per tick on this host (claim files beside the lock files, each
+    // deleted by a later claim once expired); redis, database: once per tick across
+    // every host on that server.
+    'claim_seconds' => 3600.0,
+
+    // database: the table of onOneServer()'s claims (null: cronlock_claims), which the
+    // DBA creates once (docs/frameworks.md; the error of a missing one prints it):
+    //   MySQL/MariaDB: CREATE TABLE cronlock_claims (name VARCHAR(255) CHARACTER SET utf8mb4
+    //     COLLATE utf8mb4_bin NOT NULL PRIMARY KEY, expires_at DATETIME(6) NOT NULL,
+    //     holder VARCHAR(255) NOT NULL, INDEX (expires_at));
+    //   PostgreSQL: CREATE TABLE cronlock_claims (name varchar(255) COLLATE "C" PRIMARY KEY,
+    //     expires_at timestamptz NOT NULL, holder varchar(255) NOT NULL);
+    //     CREATE INDEX ON cronlock_claims (expires_at);
+    // The login needs SELECT, INSERT, UPDATE, DELETE on it.
+    'claims_table' => env('CRONLOCK_CLAIMS_TABLE'),
 
     // Prefix of every Redis key and database lock name, so that two applications
     // sharing a server (whose schedules often have the same commands) do not

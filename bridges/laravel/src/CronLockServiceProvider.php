@@ -8,13 +8,15 @@ use Illuminate\Console\Events\CommandStarting;
 use Illuminate\Console\Scheduling\EventMutex;
 use Illuminate\Console\Scheduling\Schedule;
 use Illuminate\Console\Scheduling\ScheduleClearCacheCommand;
+use Illuminate\Console\Scheduling\SchedulingMutex;
 use Illuminate\Support\ServiceProvider;
 
 /**
  * cronlock for Laravel's scheduler, discovered through composer.json's
  * extra.laravel.providers. The scheduler asks the container for its
- * EventMutex (Schedule's constructor): binding it is the whole entry point
- * for withoutOverlapping(); the rest keeps the commands around it right.
+ * EventMutex and SchedulingMutex (Schedule's constructor): binding them is
+ * the whole entry point for withoutOverlapping() and onOneServer(); the
+ * rest keeps the commands around them right.
  */
 final class CronLockServiceProvider extends ServiceProvider
 {
@@ -27,6 +29,7 @@ final class CronLockServiceProvider extends ServiceProvider
         });
         $this->app->singleton(ScheduleRewriter::class);
         $this->app->singleton(EventMutex::class, CronLockEventMutex::class);
+        $this->app->singleton(SchedulingMutex::class, CronLockSchedulingMutex::class);
 
         // schedule:clear-cache shows the holders instead of deleting live locks.
         $this->app->extend(ScheduleClearCacheCommand::class, function () {

@@ -3,7 +3,6 @@
 namespace CronLock\Laravel;
 
 use CronLock\Database;
-use CronLock\Cli\KernelLocks;
 use CronLock\File;
 use CronLock\Lock;
 use CronLock\Redis;
@@ -25,11 +24,17 @@ use InvalidArgumentException;
  * - Asking "is it held?" never takes the lock: a probe that acquires and
  *   releases can make a real acquire fail at that instant (and bumps Redis
  *   fencing counters), see holder().
+ * - A tick claimed by onOneServer() is a claim, not a lock: it outlives the
+ *   process that made it and expires on its own (claim()).
  */
 final class Locks
 {
-    /** Seconds a Redis key lives unless renewed (config 'ttl' null). */
-    private const REDIS_TTL = 30.0;
+    /**
+     * How long a tick's claim lasts (config 'claim_seconds' null): Laravel's
+     * own hour (CacheSchedulingMutex), so hosts whose clocks differ by up to
+     * that still name and claim the same tick.
+     */
+    private const CLAIM_SECONDS = 3600.0;
 
     /** @var array<string, mixed> */
     private $config;
@@ -74,54 +79,93 @@ final class Locks
     {
         switch ($this->backend()) {
             case 'redis':
-                // A short TTL renewed while the holder lives: what a kill -9 costs.
-                // null: cronlock's own default (30 s, as its lease will be).
-                $ttl = $this->config['ttl'] ?? self::REDIS_TTL;
-                return new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
+                // A TTL renewed while the holder lives: what a kill -9 costs. null:
+                // cronlock's lease (30 s, renewed every 10 s while the process lives).
+                $ttl = $this->config['ttl'] ?? null;
+                return $ttl === null ? new Redis($this->config['dsn'], $this->prefix() . $name)
+                    : new Redis($this->config['dsn'], $this->prefix() . $name, (float) $ttl, ['auto_renew' => true]);
             case 'database':
-                return new Database($this->config['dsn'], $this->prefix() . $name, [
+                return new Database($this->config['dsn'], $this->prefix() . $name, array_filter([
                     'user' => $this->config['username'] ?? null,
                     'password' => $this->config['password'] ?? null,
-                ]);
+                    'claims_table' => $this->config['claims_table'] ?? null,
+                ], 'is_string'));
             default:
                 return new File($this->directory() . '/' . $name . '.lock');
         }
     }
 
     /**
-     * Who holds the lock on $name right now, asked without taking it:
-     * "pid 4711" (File), "a process cronlock cannot name (…)" for a File
-     * lock the kernel lists whose locker holderPid() cannot name (it exited
-     * and a child kept the descriptor, or it is another user's process:
-     * cronlock/cli's reading of /proc/locks), the server's words for a
-     * Database lock ("MySQL connection 17 from cron@10.0.0.5:51234"). null
-     * when it is free, and also for every Redis key (CronLock\Redis has no
-     * side-effect-free question yet), or where /proc/locks cannot be read.
-     * A null therefore never proves the lock free; whoever then runs the
-     * event acquires it for real.
+     * Who holds the lock on $name right now, asked without taking it: the
+     * lock's own holder() for File ("pid 4711 on web1 since …", "pid 4711",
+     * "an unknown process": the kernel's list of locks), Redis ("token
+     * d4f7…330e:26956@web1": the key's value, one read-only GET) and
+     * Database (the server's words, "MySQL connection 17 from
+     * cron@10.0.0.5:51234"); null when it is free. Where the kernel cannot
+     * be asked (no /proc, other Unixes) a File lock names the holder its
+     * file records if that process lives (holderPid()), so a null never
+     * proves a File lock free; whoever then runs the event acquires it for
+     * real.
      */
     public function holder(string $name): ?string
     {
         $lock = $this->make($name);
         if ($lock instanceof File) {
-            $pid = $lock->holderPid();
-            if ($pid !== null) {
-                return "pid $pid";
+            try {
+                return $lock->holder();
+            } catch (\CronLock\LockException $e) {
+                $pid = $lock->holderPid();
+                return $pid === null ? null : "pid $pid";
             }
-            // holderPid() is null for free and for a holder it cannot name: ask the kernel's list.
-            $stat = @stat($lock->path());
-            $holders = $stat === false ? [] : KernelLocks::read()->holders($stat['dev'], $stat['ino']);
-            if ($holders === []) {
-                return null;
-            }
-            $locker = $holders[0]['pid'];
-            return $locker === null ? 'a process cronlock cannot name'
-                : "a process cronlock cannot name (pid $locker locked it and is gone, or is not ours to inspect)";
         }
-        if ($lock instanceof Database) {
-            return $lock->holder();
+        if ($lock instanceof Redis) {
+            $value = $lock->holder();
+            return $value === null ? null : "token $value";
         }
-        return null;
+        return $lock->holder();
+    }
+
+
+    /**
+     * Claims the tick $window of the lock $name, exactly once: among every
+     * host on the server (redis, database: the server's claim), or among
+     * this host's processes (file: FileClaims).
+     *
+     * @throws \CronLock\LockException when the backend cannot claim (a missing claims table:
+     *         its message has the CREATE TABLE)
+     */
+    public function claim(string $name, string $window): bool
+    {
+        if ($this->backend() === 'file') {
+            return FileClaims::claim($this->directory(), $name, $window, $this->claimSeconds());
+        }
+        return $this->make($name)->claim($window, $this->claimSeconds());
+    }
+
+    /**
+     * Whether a claim of the tick $window stands, asked without claiming
+     * (Laravel 8.83's scheduler never asks; SchedulingMutex::exists()): the
+     * claim file, the claim's Redis key (`<key>:claim:<window>`,
+     * docs/redis.md) or the claims table's row (its key as docs/database.md
+     * gives it).
+     */
+    public function claimed(string $name, string $window): bool
+    {
+        switch ($this->backend()) {
+            case 'file':
+                return FileClaims::claimed($this->directory(), $name, $window, $this->claimSeconds());
+            case 'redis':
+                return (new Redis($this->config['dsn'], $this->prefix() . $name . ':claim:' . $window))->holder() !== null;
+            default:
+                $pdo = new \PDO($this->config['dsn'], $this->config['username'] ?? null, $this->config['password'] ?? null, [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION]);
+                $table = (string) ($this->config['claims_table'] ?? 'cronlock_claims');
+                $sql = $pdo->getAttribute(\PDO::ATTR_DRIVER_NAME) === 'pgsql'
+                    ? "SELECT 1 FROM $table WHERE name = left(md5(?), 16) || ':' || ? AND expires_at > now()"
+                    : "SELECT 1 FROM $table WHERE name = CONCAT(LEFT(MD5(?), 16), ':', ?) AND expires_at > NOW(6)";
+                $statement = $pdo->prepare($sql);
+                $statement->execute([$this->prefix() . $name, $window]);
+                return $statement->fetchColumn() !== false;
+        }
     }
 
     /** Where this backend keeps $name, for messages: a path, a key or a lock name (never the DSN). */
@@ -135,6 +179,11 @@ final class Locks
             default:
                 return $this->directory() . '/' . $name . '.lock';
         }
+    }
+
+    private function claimSeconds(): float
+    {
+        return (float) ($this->config['claim_seconds'] ?? self::CLAIM_SECONDS);
     }
 
     private function prefix(): string

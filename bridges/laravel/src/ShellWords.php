@@ -6,10 +6,10 @@ namespace CronLock\Laravel;
  * A scheduled command as an argv, when it is one plain command: words of
  * safe characters, '…' single-quoted strings and \' (what Laravel's
  * command()/exec() with parameters writes), nothing a shell would expand,
- * redirect, chain or glob. cronlock:run then executes it directly, so the
- * process the Supervisor's parent death signal reaches is the job itself;
- * through `sh -c` it would reach only the shell, and the job would outlive
- * a killed holder.
+ * redirect, chain or glob. cronlock:run then executes it directly: one
+ * process fewer, and the job is the process the Supervisor signals and
+ * reaps (a shell's job dies with its holder too: the Supervisor ends the
+ * command's whole process group).
  *
  * Anything else ("…", $, `, another \, ;, &, |, <, >, (, ), globs, ~, #, a newline)
  * is not split: null, and the command runs through `sh -c`.

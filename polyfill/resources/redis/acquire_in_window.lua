@@ -6,6 +6,25 @@
 -- to a later window's end.
 -- Redis < 5 lets a script write after TIME only in this mode.
 if redis.replicate_commands then redis.replicate_commands() end
+-- The fencing number: INCR of a counter that expires long after its last
+-- use (7 days, or 100 TTLs if longer), so no key of ours lasts forever. A
+-- counter INCR makes anew (reply 1) starts at the server's TIME in
+-- microseconds instead, above any number an earlier counter of this key
+-- handed out while the clock does not step back and no more than one
+-- acquire a microsecond was made on average.
+local function next_fence()
+  local fence = redis.pcall('INCR', KEYS[2])
+  if type(fence) == 'table' then return fence end
+  local keep = math.max(604800000, 100 * tonumber(ARGV[2]))
+  if fence == 1 then
+    local t = redis.call('TIME')
+    fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', string.format('%d', keep))
+  else
+    redis.call('PEXPIRE', KEYS[2], string.format('%d', keep))
+  end
+  return fence
+end
 local function window_end()
   local window = tonumber(ARGV[3])
   local t = redis.call('TIME')
@@ -17,7 +36,7 @@ local function window_end()
   return ends, ends - now
 end
 if ARGV[4] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.pcall('INCR', KEYS[2])
+  local fence = next_fence()
   if type(fence) == 'table' then
     redis.call('DEL', KEYS[1])
     return fence

@@ -182,6 +182,22 @@ final class Args
         );
     }
 
+    /** Bytes that are not UTF-8 as \xNN, as the extension shows another holder's value (the busy line, CronLock\Redis::holder()). */
+    public static function escapeNonUtf8(string $text): string
+    {
+        if (preg_match('//u', $text) === 1) {
+            return $text;
+        }
+        return (string) preg_replace_callback(
+            '/([\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}'
+            . '|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})|(.)/s',
+            function ($m) {
+                return isset($m[2]) ? sprintf('\\x%02x', ord($m[2])) : $m[1];
+            },
+            $text
+        );
+    }
+
     /**
      * A user-supplied name as messages show it, as the extension's: at most
      * 200 characters, then "…", and control characters escaped ("\n",

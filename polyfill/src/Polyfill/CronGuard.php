@@ -362,22 +362,6 @@ final class CronGuard
         return get_class($lock);
     }
 
-    /** Bytes that are not UTF-8 as \xNN, as the extension shows another holder's value. */
-    private static function escapeNonUtf8(string $text): string
-    {
-        if (preg_match('//u', $text) === 1) {
-            return $text;
-        }
-        return (string) preg_replace_callback(
-            '/([\x00-\x7f]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}'
-            . '|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})|(.)/s',
-            function ($m) {
-                return isset($m[2]) ? sprintf('\\x%02x', ord($m[2])) : $m[1];
-            },
-            $text
-        );
-    }
-
     /**
      * Who holds a busy lock, as far as it can tell: words, pid@host, since (Unix seconds).
      *
@@ -404,7 +388,7 @@ final class CronGuard
                 return $this->lastHolder;
             }, $lock, Redis::class)();
             if (is_string($value) && preg_match('/^[^:]*:([0-9]+)@(.*)$/s', $value, $m)) {
-                $host = Args::cut(self::escapeNonUtf8($m[2]));
+                $host = Args::cut(Args::escapeNonUtf8($m[2]));
                 // a dead holder on this host: said after who it is, as the extension's remark
                 $remark = \Closure::bind(function () {
                     return $this->holderNotRunning();

@@ -21,6 +21,50 @@ abstract class RedisClient
     /** @var float */
     protected $readTimeout;
 
+    /** @var array<string, RedisClient> the process's clients, one per server, credentials and timeouts */
+    private static $shared = [];
+    /** @var int the process that opened them */
+    private static $sharedPid = 0;
+    /** @var array<int, RedisClient> a fork child's inherited clients: never used, never closed early */
+    private static $inherited = [];
+
+    /**
+     * The process's one client for $dsn's server, credentials and these timeouts,
+     * opened on first use: the locks of a process share it (and reconnect together).
+     *
+     * @throws RedisFailure
+     * @throws \CronLock\LockException when neither phpredis nor predis is available
+     */
+    public static function shared(RedisDsn $dsn, float $connectTimeout, float $readTimeout): self
+    {
+        $pid = Process::pid();
+        if (self::$sharedPid !== $pid) {
+            // a fork child: the parent's sockets (and TLS sessions) are not ours to use or close
+            foreach (self::$shared as $client) {
+                self::$inherited[] = $client;
+            }
+            self::$shared = [];
+            self::$sharedPid = $pid;
+        }
+        $key = implode("\0", [$dsn->transport, $dsn->host, $dsn->port, $dsn->db, (string) $dsn->user,
+            $dsn->password === null ? '-' : sha1($dsn->password), $dsn->insecure ? 'insecure' : '', $connectTimeout, $readTimeout]);
+        if (!isset(self::$shared[$key])) {
+            self::$shared[$key] = self::open($dsn, $connectTimeout, $readTimeout);
+        }
+        return self::$shared[$key];
+    }
+
+    /** A shared client that failed by I/O or timeout: closed, so its next user opens a new one. */
+    public static function discard(RedisClient $client)
+    {
+        foreach (self::$shared as $key => $kept) {
+            if ($kept === $client) {
+                unset(self::$shared[$key]);
+            }
+        }
+        $client->close();
+    }
+
     /** @throws \CronLock\LockException when neither phpredis nor predis is available */
     public static function open(RedisDsn $dsn, float $connectTimeout, float $readTimeout): self
     {
@@ -69,6 +113,13 @@ abstract class RedisClient
      * @throws RedisFailure
      */
     abstract public function wait(int $replicas, int $timeoutMs): int;
+
+    /**
+     * GET: the key's value, null when there is no key.
+     *
+     * @throws RedisFailure
+     */
+    abstract public function get(string $key): ?string;
 
     abstract public function close();
 
@@ -283,6 +334,30 @@ final class PhpRedisClient extends RedisClient
         }
     }
 
+    public function get(string $key): ?string
+    {
+        $started = Process::now();
+        $r = $this->redis;
+        try {
+            $r->clearLastError();
+            $reply = $r->rawCommand('GET', $key);
+        } catch (\RedisException $e) {
+            if (preg_match('/^[A-Z][A-Z0-9_]+ /', $e->getMessage())) {
+                throw new RedisFailure(RedisFailure::REPLY, $e->getMessage());
+            }
+            throw new RedisFailure(RedisFailure::IO, $e->getMessage(), $this->timedOut($started, $this->readTimeout));
+        }
+        if ($reply === false || $reply === null) {
+            $error = $r->getLastError();
+            if ($error !== null) {
+                $r->clearLastError();
+                throw new RedisFailure(RedisFailure::REPLY, $error);
+            }
+            return null; // phpredis reads a nil reply as false
+        }
+        return (string) $reply;
+    }
+
     public function wait(int $replicas, int $timeoutMs): int
     {
         $started = Process::now();
@@ -383,6 +458,17 @@ final class PredisClient extends RedisClient
         } catch (\Predis\PredisException $e) {
             throw new RedisFailure(RedisFailure::IO, self::reason($e), $this->timedOut($started, $this->readTimeout));
         }
+    }
+
+    public function get(string $key): ?string
+    {
+        $started = Process::now();
+        try {
+            $reply = $this->raw(['GET', $key], RedisFailure::REPLY);
+        } catch (\Predis\PredisException $e) {
+            throw new RedisFailure(RedisFailure::IO, self::reason($e), $this->timedOut($started, $this->readTimeout));
+        }
+        return $reply === null ? null : (string) $reply;
     }
 
     public function wait(int $replicas, int $timeoutMs): int

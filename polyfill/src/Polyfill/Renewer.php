@@ -20,7 +20,8 @@ use CronLock\LockException;
  * key still expires within one TTL. It says READY once it has read INIT (the
  * lock waits for that before it takes the key, so a slow start never delays
  * the first renewal), then reports each renewal ("RENEWED <id> <until>", on
- * the Process::now() clock) and a key that is no longer ours ("LOST <id>").
+ * the Process::now() clock) and a key that is no longer ours ("LOST <id> <why> <when>",
+ * why: gone, another or unreachable).
  *
  * @internal
  */
@@ -207,7 +208,14 @@ final class Renewer
         }
     }
 
-    /** @return array<int, array{0: string, 1: float}> what the helper reported about hold $id since: ['RENEWED', until] or ['LOST', 0.0] */
+    /** The helper's word for why a hold was lost, and the lost line's (CronLock\Redis::LOSS_*). */
+    const LOSSES = [
+        'gone' => \CronLock\Redis::LOSS_KEY_GONE,
+        'another' => \CronLock\Redis::LOSS_ANOTHER_TOKEN,
+        'unreachable' => \CronLock\Redis::LOSS_UNREACHABLE,
+    ];
+
+    /** @return array<int, array{0: string, 1: float, 2?: string}> what the helper reported about hold $id since: ['RENEWED', until], ['DOWN', 0.0] (a renewal could not reach the server) or ['LOST', when (Process::now() clock), why] */
     public function reports(string $id): array
     {
         if (Process::pid() !== $this->ownerPid) {
@@ -223,8 +231,10 @@ final class Renewer
         while (($nl = strpos($this->buffer, "\n")) !== false) {
             $f = explode(' ', substr($this->buffer, 0, $nl));
             $this->buffer = (string) substr($this->buffer, $nl + 1);
-            if ($f[0] === 'LOST' && count($f) === 2) {
-                $this->reports[$f[1]][] = ['LOST', 0.0];
+            if ($f[0] === 'LOST' && count($f) === 4 && isset(self::LOSSES[$f[2]])) {
+                $this->reports[$f[1]][] = ['LOST', (float) $f[3], self::LOSSES[$f[2]]];
+            } elseif ($f[0] === 'DOWN' && count($f) === 2) {
+                $this->reports[$f[1]][] = ['DOWN', 0.0];
             } elseif ($f[0] === 'RENEWED' && count($f) === 3) {
                 $this->reports[$f[1]][] = ['RENEWED', (float) $f[2]];
             }

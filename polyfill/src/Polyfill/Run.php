@@ -75,7 +75,7 @@ final class Run
         if ($this->loss !== null) {
             return;
         }
-        $this->loss = [time(), self::reason($this->lock, $fallback)];
+        $this->loss = self::lossOf($this->lock, $fallback);
         if ($whileRunning) {
             $this->report->failure('lost', "cron_guard: lock {$this->what} was lost ({$this->lossWords()}) while its job runs; another run may start", $this->fields('lost'));
         }
@@ -115,9 +115,23 @@ final class Run
         if ($lock instanceof File) {
             return @lstat($lock->path()) !== false ? 'its path names another file now' : 'its lock file was removed';
         }
-        if ($lock instanceof Redis) {
-            return "the key no longer holds this lock's token (taken, deleted, or expired unrenewed)";
-        }
         return $fallback;
+    }
+
+    /**
+     * When (Unix seconds) and why the hold was lost: a Redis lock says (as the
+     * renewal helper or the call that found it saw it), others are asked now.
+     *
+     * @return array{0: int, 1: string}
+     */
+    private static function lossOf(Lock $lock, string $fallback): array
+    {
+        if ($lock instanceof Redis) {
+            $found = \Closure::bind(function () {
+                return $this->lossFound();
+            }, $lock, Redis::class)();
+            return $found !== null ? [(int) floor($found[0]), $found[1]] : [time(), "the key no longer holds this lock's token"];
+        }
+        return [time(), self::reason($lock, $fallback)];
     }
 }

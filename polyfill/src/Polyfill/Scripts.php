@@ -22,6 +22,8 @@ final class Scripts
     const RELEASE = 'release';
     /** The end of a once-per hold: left to expire at the window's end, or deleted. */
     const END_WINDOW = 'end_window';
+    /** A window claim (SET NX PX of <key>:claim:<window>), or with 0 ms its give-back. */
+    const CLAIM = 'claim';
 
     /** @var array<string, string> */
     private static $loaded = [];

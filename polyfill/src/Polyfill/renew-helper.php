@@ -185,8 +185,9 @@ while (true) {
         // One stalled server must not make the others' holds wait: after a
         // renewal found it unreachable, its other holds wait for the retry.
         if (isset($down[$hold['server']]) && $down[$hold['server']] > $now) {
+            echo "DOWN $id\n";
             if ($now >= $hold['valid_until']) {
-                echo "LOST $id\n";
+                printf("LOST %s unreachable %.6F\n", $id, $hold['valid_until']);
                 unset($holds[$id]);
             } else {
                 $holds[$id]['next'] = $down[$hold['server']];
@@ -198,7 +199,8 @@ while (true) {
             $client = $connect($hold);
             $reply = $client->script(Scripts::get(Scripts::RENEW), [$hold['key']], [$hold['token'], $hold['ttl_ms'], (string) $hold['window_end']]);
             if ((int) $reply !== 1) {
-                echo "LOST $id\n";
+                // -1: no key at all; 0: someone else's value (renew.lua)
+                printf("LOST %s %s %.6F\n", $id, (int) $reply === -1 ? 'gone' : 'another', Process::now());
                 unset($holds[$id]);
                 continue;
             }
@@ -211,8 +213,9 @@ while (true) {
                 unset($clients[$hold['server']]);
             }
             $down[$hold['server']] = Process::now() + RENEW_RETRY_MAX;
+            echo "DOWN $id\n"; // a hold that runs out now ran out for this
             if (Process::now() >= $hold['valid_until']) {
-                echo "LOST $id\n";
+                printf("LOST %s unreachable %.6F\n", $id, $hold['valid_until']);
                 unset($holds[$id]);
                 continue;
             }

@@ -1,7 +1,7 @@
 //! Opening a connection (with AUTH/SELECT under one deadline) and running
 //! a command on it, once more after a broken connection.
 
-use super::errors::{is_interrupted, Failure};
+use super::errors::{is_interrupted, Fault};
 use super::options::RedisOptions;
 use redis::{Client, Connection, ErrorKind, RedisResult};
 use std::time::{Duration, Instant};
@@ -95,10 +95,10 @@ pub(super) fn with_connection<T>(
     server: &Server,
     options: &RedisOptions,
     command: impl FnOnce(&mut Connection) -> RedisResult<T>,
-) -> std::result::Result<T, Failure> {
+) -> std::result::Result<T, Fault> {
     let mut conn = match slot.take() {
         Some(conn) => conn,
-        None => open(server, options).map_err(Failure::Connect)?,
+        None => open(server, options).map_err(Fault::Connect)?,
     };
     let result = command(&mut conn);
     let in_step = match &result {
@@ -108,7 +108,7 @@ pub(super) fn with_connection<T>(
     if in_step {
         *slot = Some(conn);
     }
-    result.map_err(Failure::Command)
+    result.map_err(Fault::Command)
 }
 
 /// [`with_connection`], and once more on a new connection when the command
@@ -125,15 +125,15 @@ pub(super) fn run_retrying_once<T>(
     options: &RedisOptions,
     stop_on_signal: bool,
     mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
-) -> std::result::Result<(T, bool), Failure> {
+) -> std::result::Result<(T, bool), Fault> {
     match with_connection(slot, server, options, &mut command) {
         Ok(value) => Ok((value, false)),
-        Err(Failure::Command(err))
+        Err(Fault::Command(err))
             if stop_on_signal && is_interrupted(&err) && crate::lock::interrupted() =>
         {
-            Err(Failure::Command(err))
+            Err(Fault::Command(err))
         }
-        Err(Failure::Command(err)) if err.kind() == ErrorKind::Io => {
+        Err(Fault::Command(err)) if err.kind() == ErrorKind::Io => {
             with_connection(slot, server, options, &mut command).map(|value| (value, true))
         }
         Err(failure) => Err(failure),

@@ -20,7 +20,7 @@ pub(super) fn makes_lock_unusable(err: &RedisError) -> bool {
     ) || err.code() == Some("WRONGTYPE")
 }
 
-pub(super) enum Failure {
+pub(super) enum Fault {
     Connect(RedisError),
     Command(RedisError),
     /// No server to send it to: the Cluster nodes kept redirecting the
@@ -33,14 +33,14 @@ pub(super) enum Failure {
     },
 }
 
-impl Failure {
+impl Fault {
     /// Whether a command that was `sent` (at least once) may have run, or
     /// may run yet: anything but the server's error reply.
     pub(super) fn left_unanswered(&self, sent: bool) -> bool {
         match self {
-            Failure::Unrouted { maybe_ran, .. } => sent && *maybe_ran,
-            Failure::Command(err) => sent && err.kind() == ErrorKind::Io,
-            Failure::Connect(_) => sent,
+            Fault::Unrouted { maybe_ran, .. } => sent && *maybe_ran,
+            Fault::Command(err) => sent && err.kind() == ErrorKind::Io,
+            Fault::Connect(_) => sent,
         }
     }
 
@@ -48,16 +48,16 @@ impl Failure {
     /// opposed to answering with an error).
     pub(super) fn is_unreachable(&self) -> bool {
         match self {
-            Failure::Connect(_) => true,
-            Failure::Command(err) => err.kind() == ErrorKind::Io,
-            Failure::Unrouted { .. } => false,
+            Fault::Connect(_) => true,
+            Fault::Command(err) => err.kind() == ErrorKind::Io,
+            Fault::Unrouted { .. } => false,
         }
     }
 
     /// Whether a waiter should try again: the server could not be reached,
     /// the connection broke or timed out, or the server said "not now".
     pub(super) fn is_transient(&self) -> bool {
-        let (Failure::Connect(err) | Failure::Command(err)) = self else {
+        let (Fault::Connect(err) | Fault::Command(err)) = self else {
             return true;
         };
         err.kind() == ErrorKind::Io
@@ -70,14 +70,14 @@ impl Failure {
 
 /// A failed command: the error for PHP, whether a wait rides it out, and
 /// whether the command was sent without a reply (so it may still run).
-pub(super) struct Failed {
+pub(super) struct FailedOp {
     pub(super) error: Error,
     pub(super) transient: bool,
     pub(super) unanswered: bool,
 }
 
-impl From<Failed> for Error {
-    fn from(failed: Failed) -> Self {
+impl From<FailedOp> for Error {
+    fn from(failed: FailedOp) -> Self {
         failed.error
     }
 }

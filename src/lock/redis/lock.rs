@@ -1,21 +1,27 @@
 //! [`RedisLock`]: acquire (with its wait), renew, release.
 
-use super::errors::{plain_io, Failed};
-use super::hold::HoldState;
+use super::errors::{plain_io, FailedOp};
 use super::listener::Listener;
-use super::options::{check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::options::{check_lifetime, check_timeout, check_ttl, ttl_ms, RedisOptions};
+use super::ownership::{Loss, Ownership};
+use super::pool::Shared;
 use super::registry::{self, LockName};
-use super::renewer::{self, NewHold, Registration};
+use super::renewer::{self, Handover, Registration};
 use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::token::{random_token, HolderValue};
 use super::topology::{Attempt, Mode, SentinelAuth, Topology};
 use crate::error::{Error, Result};
+use crate::lock::owner::{current_pid, hostname, Owner};
+use crate::lock::registry::ObjectId;
 use crate::lock::{sys, Wait};
+use std::cell::Cell;
 use std::mem;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The longest window id [`RedisLock::claim`] takes (keys stay short).
+const MAX_WINDOW_BYTES: usize = 200;
 
 /// Waiters retry at least this often, for holders that `DEL` the key
 /// without publishing (other clients, or an ACL user without channel rights).
@@ -27,14 +33,14 @@ pub struct RedisLock {
     topology: Topology,
     /// The key, its settings, and how messages name it.
     pub(super) target: Target,
-    /// Tells this lock apart from other objects on the same key in the
-    /// per-thread registry of holds.
-    id: u64,
+    /// This object in the thread's registry of holds.
+    object: ObjectId,
     /// Its entry in that registry.
     name: LockName,
-    /// The process whose sockets and thread `conn` and `hold` are.
-    owner_pid: u32,
-    hold: Option<Hold>,
+    /// The process whose connections and renewal thread `topology` and
+    /// `hold` use.
+    owner: Owner,
+    hold: Option<Acquisition>,
     /// The value of `<key>` seen by the last acquire that found it busy.
     last_holder: Option<HolderValue>,
     /// When that key expired at the latest, as the same acquire found it
@@ -42,6 +48,8 @@ pub struct RedisLock {
     last_expires_in: Option<Duration>,
     /// The last acquire found the key held by another object of this thread.
     busy_here: bool,
+    /// When and why the last hold was lost (see [`RedisLock::loss`]).
+    last_loss: Option<(SystemTime, Loss)>,
     /// Set by [`RedisLock::set_once_per`]: the window of a once-per-window
     /// acquire.
     once_per: Option<Duration>,
@@ -54,17 +62,17 @@ pub struct RedisLock {
 }
 
 /// What we know about a key we acquired.
-struct Hold {
+struct Acquisition {
     token: String,
     fence: i64,
-    state: Arc<HoldState>,
+    state: Arc<Ownership>,
     /// Known to the renewal thread, which renews it (a lease,
     /// `auto_renew`) and releases it on a terminating signal; `None` when
     /// the thread could not be started for a hold that does not renew.
     registration: Option<Registration>,
 }
 
-impl Hold {
+impl Acquisition {
     /// Stops renewing it, and waits for its renewal in flight, if any.
     fn finish(self) {
         self.state.signal_stop();
@@ -132,7 +140,6 @@ impl RedisLock {
     }
 
     fn build(dsns: &[&str], key: &str, ttl: Duration, options: RedisOptions) -> Result<Self> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         if key.is_empty() {
             return Err(Error::value("$key", "must not be empty"));
         }
@@ -161,12 +168,13 @@ impl RedisLock {
                 secrets,
             },
             name,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            owner_pid: sys::current_pid(),
+            object: ObjectId::next(),
+            owner: Owner::this_process(),
             hold: None,
             last_holder: None,
             last_expires_in: None,
             busy_here: false,
+            last_loss: None,
             once_per: None,
             unsettled: None,
         })
@@ -202,13 +210,23 @@ impl RedisLock {
     /// a non-string value), the auto-renew thread cannot be started, or
     /// waiting would deadlock as above.
     pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.acquire_here(wait),
+        )
+    }
+
+    fn acquire_here(&mut self, wait: Wait) -> Result<bool> {
         self.adopt_process();
         self.busy_here = false;
         if self.is_held() {
             return self.confirm_hold();
         }
         self.forget_hold();
-        if let Some(token) = registry::held_by_another(&self.name, self.id) {
+        if let Some(token) = registry::held_by_another(&self.name, self.object) {
             self.last_holder = Some(HolderValue(token));
             if wait == Wait::Once {
                 self.busy_here = true;
@@ -218,12 +236,7 @@ impl RedisLock {
         }
         let token = match &self.unsettled {
             Some(token) => token.clone(),
-            None => format!(
-                "{}:{}@{}",
-                random_token()?,
-                sys::current_pid(),
-                sys::hostname()
-            ),
+            None => format!("{}:{}@{}", random_token()?, current_pid(), hostname()),
         };
         if wait == Wait::Once {
             return match self.attempt(&token, Mode::Take)? {
@@ -246,7 +259,7 @@ impl RedisLock {
     fn busy_through_this_thread(&self) -> bool {
         self.last_holder
             .as_deref()
-            .is_some_and(|holder| registry::holds_token(&self.target.key, holder, self.id))
+            .is_some_and(|holder| registry::holds_token(&self.target.key, holder, self.object))
     }
 
     fn would_deadlock(&self) -> Error {
@@ -254,7 +267,7 @@ impl RedisLock {
             "{} is already held by this process (pid {}) through another \
              CronLock\\Redis object; waiting for it would deadlock",
             self.describe(),
-            sys::current_pid()
+            current_pid()
         ))
     }
 
@@ -286,7 +299,7 @@ impl RedisLock {
                     let nap = expires_in.map_or(POLL_INTERVAL, |e| e.min(POLL_INTERVAL));
                     self.topology.retry_pause(nap)
                 }
-                Err(Failed {
+                Err(FailedOp {
                     error,
                     transient: true,
                     ..
@@ -319,7 +332,7 @@ impl RedisLock {
     }
 
     /// One run of the acquire script (see [`Topology::attempt`]).
-    fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, Failed> {
+    fn attempt(&mut self, token: &str, mode: Mode) -> std::result::Result<Attempt, FailedOp> {
         let invocation = self.acquire_invocation(token, mode);
         self.topology.attempt(
             &self.target,
@@ -378,9 +391,15 @@ impl RedisLock {
                 }
                 Ok(true)
             }
-            // Ours, or it ran out while we asked (no reviving it).
+            // Ours, but it ran out while we asked (no reviving it; extend
+            // noted that).
             Attempt::Ours(..) | Attempt::Busy(_) => {
-                state.lost.store(true, Ordering::Release);
+                let gone = self.last_holder.as_deref().is_none_or(str::is_empty);
+                state.lose(if gone {
+                    Loss::KeyGone
+                } else {
+                    Loss::AnotherToken
+                });
                 drop(gate);
                 self.forget_hold();
                 Ok(false)
@@ -397,7 +416,7 @@ impl RedisLock {
         window_end_ms: i64,
         window_left: Duration,
     ) -> Result<bool> {
-        let state = HoldState::new(sent, self.topology.valid_for(self.target.ttl));
+        let state = Ownership::new(sent, self.topology.valid_for(self.target.ttl));
         if window_end_ms != 0 {
             // once_per: the key lives until its window ends whatever the
             // TTL, so the hold does too (renew() and isHeld() say so).
@@ -406,7 +425,7 @@ impl RedisLock {
         }
         let state = Arc::new(state);
         let renews = self.target.options.auto_renew;
-        let hold = NewHold {
+        let hold = Handover {
             topology: self.topology.fresh(),
             target: self.target.clone(),
             token: token.clone(),
@@ -427,8 +446,9 @@ impl RedisLock {
             }
         };
         self.unsettled = None;
-        registry::register(&self.name, self.id, self.owner_pid, &token, &state);
-        self.hold = Some(Hold {
+        self.last_loss = None;
+        registry::register(&self.name, self.object, &token, &state);
+        self.hold = Some(Acquisition {
             token,
             fence,
             state,
@@ -447,6 +467,16 @@ impl RedisLock {
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`],
     /// after which the lock is still held until its TTL runs out.
     pub fn renew(&mut self, ttl: Option<Duration>) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.renew_here(ttl),
+        )
+    }
+
+    fn renew_here(&mut self, ttl: Option<Duration>) -> Result<bool> {
         self.adopt_process();
         let ttl = check_ttl(ttl.unwrap_or(self.target.ttl))?;
         let Some(hold) = &self.hold else {
@@ -459,7 +489,7 @@ impl RedisLock {
         let gate = state.renew_gate.lock();
         // Lost, or run out unrenewed: a dropped hold stays dropped.
         if !state.is_valid() {
-            state.lost.store(true, Ordering::Release);
+            state.lose(Loss::RanOut);
             drop(gate);
             self.forget_hold();
             return Ok(false);
@@ -468,16 +498,18 @@ impl RedisLock {
         // Redlock: half of what is left, so a stalled minority cannot make
         // the majority's answer come after the hold ran out.
         let deadline = sent + state.remaining() / 2;
+        let refusal = Cell::new(0);
         let renewed = self.topology.yes_or_no(
             &self.target,
             "renew",
             Some(deadline),
             &|conn| invocation.invoke::<i64>(conn),
-            |reply, _| reply == 1,
+            |reply, _| noting_refusal(&refusal, reply, reply == 1),
         )?;
+        // extend() notes a hold that ran out meanwhile.
         let kept = renewed && state.extend(sent, self.topology.valid_for(ttl));
-        if !kept {
-            state.lost.store(true, Ordering::Release);
+        if !renewed {
+            state.lose(Loss::from_reply(refusal.get()));
         }
         drop(gate);
         if !kept {
@@ -503,6 +535,16 @@ impl RedisLock {
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`];
     /// the lock is then not held and the key expires by its TTL.
     pub fn release(&mut self) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.release_here(),
+        )
+    }
+
+    fn release_here(&mut self) -> Result<bool> {
         self.adopt_process();
         let Some(hold) = self.take_hold() else {
             return self.release_unsettled();
@@ -512,6 +554,7 @@ impl RedisLock {
         hold.state.signal_stop();
         // Lost, or its TTL ran out unrenewed: not ours to delete any more,
         // and no need to reach a server that may be gone.
+        let refusal = Cell::new(0);
         let released = if !hold.state.is_valid() {
             Ok(false)
         } else if hold.state.window_end_ms() != 0 {
@@ -519,12 +562,113 @@ impl RedisLock {
                 &hold.token,
                 hold.state.window_end_ms(),
                 hold.state.remaining(),
+                &refusal,
             )
         } else {
-            self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()))
+            self.delete_if_ours_within(&hold.token, Some(hold.state.remaining()), &refusal)
         };
+        if released == Ok(false) {
+            if hold.state.is_valid() {
+                hold.state.lose(Loss::from_reply(refusal.get()));
+            }
+            self.last_loss = hold.state.loss();
+        }
         hold.finish();
         released
+    }
+
+    /// The key's value now (`GET <key>`, one read-only round trip: no
+    /// write, no fencing number, no expiry change), bytes that are not
+    /// UTF-8 shown as `\xNN`; `None` when there is no key. Compare it with
+    /// [`RedisLock::token`] to know whether the key is ours. Redlock: the
+    /// value a majority of the masters holds (`None`: a majority has no key).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Connection`] when the server cannot be reached or (Redlock)
+    /// no majority of the masters agrees on one value; [`Error::Lock`]
+    /// when the key holds a value that is not a string.
+    pub fn holder(&mut self) -> Result<Option<String>> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.holder_here(),
+        )
+    }
+
+    fn holder_here(&mut self) -> Result<Option<String>> {
+        self.adopt_process();
+        let key = &self.target.key;
+        let value = self.topology.agreed_reply(&self.target, "read", &|conn| {
+            redis::cmd("GET")
+                .arg(key)
+                .query::<Option<HolderValue>>(conn)
+        })?;
+        Ok(value.map(|holder| holder.0))
+    }
+
+    /// Claims the window `window` (the caller's own id of a scheduler
+    /// tick, never aligned to any clock here) for `lasting`, exactly once
+    /// across hosts: `SET <key>:claim:<window> <token> NX PX` (no fencing
+    /// number, nothing left after `lasting`). `Ok(true)`: this call claimed
+    /// it (a retry that finds its own token counts). Redlock: when a
+    /// majority of the masters granted it; else the grants are given back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] naming `$window` (empty, a NUL byte, over
+    /// 200 bytes) or `$seconds` (zero or above 10 years);
+    /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`].
+    pub fn claim(&mut self, window: &str, lasting: Duration) -> Result<bool> {
+        let options = self.target.options;
+        Shared::lend(
+            self,
+            |lock| &mut lock.topology,
+            &options,
+            |lock| lock.claim_here(window, lasting),
+        )
+    }
+
+    fn claim_here(&mut self, window: &str, lasting: Duration) -> Result<bool> {
+        if window.is_empty() {
+            return Err(Error::value("$window", "must not be empty"));
+        }
+        if window.contains('\0') {
+            return Err(Error::value("$window", "must not contain NUL bytes"));
+        }
+        if window.len() > MAX_WINDOW_BYTES {
+            return Err(Error::value(
+                "$window",
+                format!("must be at most {MAX_WINDOW_BYTES} bytes"),
+            ));
+        }
+        let lasting = check_lifetime("$seconds", lasting)?;
+        self.adopt_process();
+        let claim_key = format!("{}:claim:{window}", self.target.key);
+        let token = format!("{}:{}@{}", random_token()?, current_pid(), hostname());
+        let claim = |ms: u64| {
+            let mut invocation = scripts().claim.prepare_invoke();
+            invocation.key(&claim_key).arg(&token).arg(ms);
+            invocation
+        };
+        let take = claim(ttl_ms(lasting));
+        let claimed = self.topology.yes_or_no(
+            &self.target,
+            "claim a window of",
+            None,
+            &|conn| take.invoke::<i64>(conn),
+            |reply, _| reply == 1,
+        );
+        if !matches!(claimed, Ok(true)) && self.topology.some_may_lack_the_key() {
+            // A Redlock short of a majority: give back what was granted.
+            let give_back = claim(0);
+            let _ = self.topology.on_each(&self.target.options, None, &|conn| {
+                give_back.invoke::<i64>(conn)
+            });
+        }
+        claimed
     }
 
     /// Makes the next acquire a once-per-window acquire: windows of
@@ -567,6 +711,7 @@ impl RedisLock {
         token: &str,
         window_end_ms: i64,
         valid: Duration,
+        refusal: &Cell<i64>,
     ) -> Result<bool> {
         let mut invocation = scripts().end_window.prepare_invoke();
         invocation
@@ -582,7 +727,10 @@ impl RedisLock {
             &|conn| invocation.invoke::<i64>(conn),
             // -1 as for release: our first try most likely deleted it
             // (or, for Redlock, a minority master never had it).
-            |reply, retried| reply == 1 || reply == 2 || (reply == -1 && (retried || redlock)),
+            |reply, retried| {
+                let yes = reply == 1 || reply == 2 || (reply == -1 && (retried || redlock));
+                noting_refusal(refusal, reply, yes)
+            },
         )
     }
 
@@ -602,13 +750,19 @@ impl RedisLock {
     }
 
     fn delete_if_ours(&mut self, token: &str) -> Result<bool> {
-        self.delete_if_ours_within(token, None)
+        self.delete_if_ours_within(token, None, &Cell::new(0))
     }
 
     /// [`RedisLock::delete_if_ours`] for a hold still `valid` that long:
     /// Redlock waits for no master past that (a key that expired needs
     /// no delete), but at least [`RELEASE_MIN_WAIT`].
-    fn delete_if_ours_within(&mut self, token: &str, valid: Option<Duration>) -> Result<bool> {
+    /// `refusal`: the reply of a "no", for [`Loss::from_reply`].
+    fn delete_if_ours_within(
+        &mut self,
+        token: &str,
+        valid: Option<Duration>,
+        refusal: &Cell<i64>,
+    ) -> Result<bool> {
         let invocation = self.target.release_invocation(token);
         let redlock = self.topology.some_may_lack_the_key();
         // No key at all after a broken connection: most likely our first
@@ -620,7 +774,13 @@ impl RedisLock {
             "release",
             valid.map(release_deadline),
             &|conn| invocation.invoke::<i64>(conn),
-            |reply, retried| reply == 1 || (reply == -1 && (retried || redlock)),
+            |reply, retried| {
+                noting_refusal(
+                    refusal,
+                    reply,
+                    reply == 1 || (reply == -1 && (retried || redlock)),
+                )
+            },
         )
     }
 
@@ -628,8 +788,7 @@ impl RedisLock {
     /// released, not found lost, and its TTL since the last confirmed acquire
     /// or renew has not run out. Local: no round trip.
     pub fn is_held(&self) -> bool {
-        self.owner_pid == sys::current_pid()
-            && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
+        self.owner.is_this_process() && self.hold.as_ref().is_some_and(|hold| hold.state.is_valid())
     }
 
     /// The token stored as the key's value; `None` when not held.
@@ -649,7 +808,7 @@ impl RedisLock {
         self.current_hold().map(|hold| hold.fence)
     }
 
-    fn current_hold(&self) -> Option<&Hold> {
+    fn current_hold(&self) -> Option<&Acquisition> {
         self.hold.as_ref().filter(|_| self.is_held())
     }
 
@@ -667,7 +826,7 @@ impl RedisLock {
     /// names, so nothing is done on that guess.
     pub fn dead_holder_remark(&self) -> Option<String> {
         let (pid, host) = self.last_holder()?;
-        if host != sys::hostname() || sys::process_alive(pid) {
+        if host != hostname() || sys::process_alive(pid) {
             return None;
         }
         Some(match self.last_expires_in {
@@ -697,16 +856,30 @@ impl RedisLock {
     }
 
     /// Takes the hold out of this object and out of the thread's registry.
-    fn take_hold(&mut self) -> Option<Hold> {
+    fn take_hold(&mut self) -> Option<Acquisition> {
         let hold = self.hold.take()?;
-        registry::unregister(&self.name, self.id);
+        registry::unregister(self.object);
         Some(hold)
     }
 
-    /// Drops a hold that is no longer valid, stopping its renewer.
+    /// Drops a hold that is no longer valid, stopping its renewer; when
+    /// and why it was lost stays known ([`RedisLock::loss`]).
     fn forget_hold(&mut self) {
         if let Some(hold) = self.take_hold() {
+            if let Some(loss) = hold.state.loss() {
+                self.last_loss = Some(loss);
+            }
             hold.finish();
+        }
+    }
+
+    /// When and why the last hold of this object was lost, as the renewal
+    /// thread or the call that found out saw it: `None` while held, or
+    /// when no hold was lost (never acquired, released).
+    pub fn loss(&self) -> Option<(SystemTime, Loss)> {
+        match &self.hold {
+            Some(hold) => hold.state.loss(),
+            None => self.last_loss,
         }
     }
 
@@ -715,13 +888,12 @@ impl RedisLock {
     /// start over as this process's lock. (The registry entry copied from
     /// the parent names the parent's pid, so it is ignored.)
     fn adopt_process(&mut self) {
-        let pid = sys::current_pid();
-        if self.owner_pid != pid {
+        if !self.owner.is_this_process() {
             self.topology.forget_connections();
             mem::forget(self.hold.take());
             // The parent's token: never this process's to take or delete.
             self.unsettled = None;
-            self.owner_pid = pid;
+            self.owner = Owner::this_process();
         }
     }
 }
@@ -734,6 +906,15 @@ impl Drop for RedisLock {
             let _ = self.release();
         }
     }
+}
+
+/// A yes/no script's "yes" test that notes a "no" `reply` in `refusal`
+/// (for [`Loss::from_reply`]).
+fn noting_refusal(refusal: &Cell<i64>, reply: i64, yes: bool) -> bool {
+    if !yes {
+        refusal.set(reply);
+    }
+    yes
 }
 
 /// The least a Redlock release waits for the masters, however little of

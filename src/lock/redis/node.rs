@@ -3,7 +3,7 @@
 //! apart. Every topology ends at nodes.
 
 use super::connection::{run_retrying_once, with_connection, Server};
-use super::errors::Failure;
+use super::errors::Fault;
 use super::options::RedisOptions;
 use redis::{Connection, ConnectionAddr, ErrorKind, RedisError, RedisResult};
 use std::mem;
@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 /// One node's result of a command: the value and whether it ran twice.
-pub(super) type NodeResult<T> = Result<(T, bool), Failure>;
+pub(super) type NodeResult<T> = Result<(T, bool), Fault>;
 
 /// Where a server is and our connection to it (opened on first use).
 pub(super) struct Node {
@@ -93,7 +93,7 @@ impl Node {
         let mut once = |node: &mut Node| {
             let left = left();
             if left.is_zero() {
-                return Err(Failure::Command(RedisError::from(std::io::Error::from(
+                return Err(Fault::Command(RedisError::from(std::io::Error::from(
                     std::io::ErrorKind::TimedOut,
                 ))));
             }
@@ -107,7 +107,7 @@ impl Node {
         };
         match once(self) {
             Ok(value) => Ok((value, false)),
-            Err(Failure::Command(err)) if err.kind() == ErrorKind::Io && !left().is_zero() => {
+            Err(Fault::Command(err)) if err.kind() == ErrorKind::Io && !left().is_zero() => {
                 once(self).map(|value| (value, true))
             }
             Err(failure) => Err(failure),

@@ -63,30 +63,43 @@ impl Default for RedisOptions {
 /// [`Error::InvalidValue`] for `$ttl` when `seconds` is NaN, infinite, not
 /// positive, or longer than [`MAX_TTL`].
 pub fn ttl_from_secs(seconds: f64) -> Result<Duration> {
-    if seconds.is_finite() && seconds > MAX_TTL.as_secs_f64() {
-        // Beyond what a Duration holds, but finite: say what is wrong.
-        return Err(too_long());
-    }
-    let ttl = Duration::try_from_secs_f64(seconds)
-        .map_err(|_| Error::value("$ttl", "must be a finite number greater than 0"))?;
-    check_ttl(ttl)
+    lifetime_from_secs("$ttl", seconds)
 }
 
-fn too_long() -> Error {
+/// [`ttl_from_secs`] for the argument `arg` (`$seconds` of a claim).
+///
+/// # Errors
+///
+/// [`Error::InvalidValue`] naming `arg`, as for [`ttl_from_secs`].
+pub fn lifetime_from_secs(arg: &str, seconds: f64) -> Result<Duration> {
+    if seconds.is_finite() && seconds > MAX_TTL.as_secs_f64() {
+        // Beyond what a Duration holds, but finite: say what is wrong.
+        return Err(too_long(arg));
+    }
+    let lifetime = Duration::try_from_secs_f64(seconds)
+        .map_err(|_| Error::value(arg, "must be a finite number greater than 0"))?;
+    check_lifetime(arg, lifetime)
+}
+
+fn too_long(arg: &str) -> Error {
     Error::value(
-        "$ttl",
+        arg,
         format!("must be at most {} seconds (10 years)", MAX_TTL.as_secs()),
     )
 }
 
 pub(super) fn check_ttl(ttl: Duration) -> Result<Duration> {
-    if ttl.is_zero() {
-        return Err(Error::value("$ttl", "must be greater than 0"));
+    check_lifetime("$ttl", ttl)
+}
+
+pub(super) fn check_lifetime(arg: &str, lifetime: Duration) -> Result<Duration> {
+    if lifetime.is_zero() {
+        return Err(Error::value(arg, "must be greater than 0"));
     }
-    if ttl > MAX_TTL {
-        return Err(too_long());
+    if lifetime > MAX_TTL {
+        return Err(too_long(arg));
     }
-    Ok(ttl)
+    Ok(lifetime)
 }
 
 /// The longest connect or read timeout: a day already means "never" for a

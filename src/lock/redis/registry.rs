@@ -1,9 +1,9 @@
 //! The keys this thread holds, so that a second object on a held key never
-//! waits for itself (D3).
+//! waits for itself (D3): entries of the one `lock::registry::Registry`,
+//! which also keeps a fork parent's entries from counting in the child.
 
-use super::hold::HoldState;
-use std::cell::RefCell;
-use std::collections::HashMap;
+use super::ownership::Ownership;
+use crate::lock::registry::{ObjectId, Registry};
 use std::sync::{Arc, Weak};
 
 /// Where a key lives, as far as the DSN tells without asking a server: a
@@ -20,84 +20,60 @@ pub(super) struct LockName {
     pub(super) key: String,
 }
 
-/// A hold registered by one lock object of this thread.
-pub(super) struct Registered {
-    lock_id: u64,
-    pid: u32,
+/// A hold of one lock object: its name, its token, and for how long it
+/// is ours (an entry whose hold ran out or was lost counts no more).
+struct HeldKey {
+    name: LockName,
     token: String,
-    state: Weak<HoldState>,
+    ownership: Weak<Ownership>,
+}
+
+impl HeldKey {
+    fn is_valid(&self) -> bool {
+        self.ownership
+            .upgrade()
+            .is_some_and(|ownership| ownership.is_valid())
+    }
 }
 
 thread_local! {
-    /// The keys this thread holds, so that a second object on the same key
-    /// answers at once instead of waiting for a release that this very
-    /// thread would have to make. Per thread: ZTS threads may wait on each
-    /// other.
-    static HELD_HERE: RefCell<HashMap<LockName, Registered>> = RefCell::new(HashMap::new());
+    /// Per thread: ZTS threads may wait on each other.
+    static HELD: Registry<HeldKey> = const { Registry::new() };
 }
 
-/// Records that lock object `lock_id` of this process holds `name` with
-/// `token`, for as long as `state` is valid.
-pub(super) fn register(
-    name: &LockName,
-    lock_id: u64,
-    pid: u32,
-    token: &str,
-    state: &Arc<HoldState>,
-) {
-    let entry = Registered {
-        lock_id,
-        pid,
+/// Records that `object` holds `name` with `token` while `ownership` is valid.
+pub(super) fn register(name: &LockName, object: ObjectId, token: &str, ownership: &Arc<Ownership>) {
+    let entry = HeldKey {
+        name: name.clone(),
         token: token.to_owned(),
-        state: Arc::downgrade(state),
+        ownership: Arc::downgrade(ownership),
     };
-    HELD_HERE.with(|held| held.borrow_mut().insert(name.clone(), entry));
+    HELD.with(|held| held.register(object, entry));
 }
 
-/// The token of a valid hold on `name` by another object of this thread
-/// (and process: a forked child inherits its parent's entries); stale
-/// entries are dropped on the way.
-pub(super) fn held_by_another(name: &LockName, lock_id: u64) -> Option<String> {
-    let pid = crate::lock::sys::current_pid();
-    HELD_HERE.with(|held| {
-        let mut held = held.borrow_mut();
-        let entry = held.get(name)?;
-        let live = entry.pid == pid
-            && entry.lock_id != lock_id
-            && entry.state.upgrade().is_some_and(|state| state.is_valid());
-        if live {
-            Some(entry.token.clone())
-        } else {
-            held.remove(name);
-            None
-        }
+/// The token of a valid hold on `name` by another object of this thread.
+pub(super) fn held_by_another(name: &LockName, object: ObjectId) -> Option<String> {
+    HELD.with(|held| {
+        held.find_other(object, |entry| {
+            (entry.name == *name && entry.is_valid()).then(|| entry.token.clone())
+        })
     })
 }
 
-/// Forgets `name` if object `lock_id` registered it.
-pub(super) fn unregister(name: &LockName, lock_id: u64) {
+/// Forgets what `object` registered.
+pub(super) fn unregister(object: ObjectId) {
     // try_with: a lock dropped while the thread's locals are torn down.
-    let _ = HELD_HERE.try_with(|held| {
-        let mut held = held.borrow_mut();
-        if held.get(name).is_some_and(|entry| entry.lock_id == lock_id) {
-            held.remove(name);
-        }
-    });
+    let _ = HELD.try_with(|held| held.unregister(object));
 }
 
 /// Whether `holder`, the value of `key` as a server just showed it, is the
-/// token of a valid hold of another object of this thread (and process) on
-/// a key of that name. Tokens are 128 random bits: a match is the same key
-/// on the same servers, however the two objects' DSNs name them.
-pub(super) fn holds_token(key: &str, holder: &str, lock_id: u64) -> bool {
-    let pid = crate::lock::sys::current_pid();
-    HELD_HERE.with(|held| {
-        held.borrow().iter().any(|(name, entry)| {
-            name.key == key
-                && entry.token == holder
-                && entry.pid == pid
-                && entry.lock_id != lock_id
-                && entry.state.upgrade().is_some_and(|state| state.is_valid())
+/// token of a valid hold of another object of this thread on a key of that
+/// name. Tokens are 128 random bits: a match is the same key on the same
+/// servers, however the two objects' DSNs name them.
+pub(super) fn holds_token(key: &str, holder: &str, object: ObjectId) -> bool {
+    HELD.with(|held| {
+        held.held_by_another(object, |entry| {
+            entry.name.key == key && entry.token == holder && entry.is_valid()
         })
     })
 }
@@ -114,15 +90,23 @@ mod tests {
             db: 0,
             key: "job".into(),
         };
-        let state = Arc::new(HoldState::new(Instant::now(), Duration::from_secs(60)));
-        let pid = crate::lock::sys::current_pid();
-        register(&name, 1, pid, "tok:1@h", &state);
-        assert!(holds_token("job", "tok:1@h", 2), "another object sees it");
-        assert!(!holds_token("job", "tok:1@h", 1), "not the holder itself");
-        assert!(!holds_token("other", "tok:1@h", 2), "another key");
-        assert!(!holds_token("job", "tok:2@h", 2), "another token");
-        drop(state);
-        assert!(!holds_token("job", "tok:1@h", 2), "a hold that ended");
-        unregister(&name, 1);
+        let ownership = Arc::new(Ownership::new(Instant::now(), Duration::from_secs(60)));
+        let (holder, other) = (ObjectId::next(), ObjectId::next());
+        register(&name, holder, "tok:1@h", &ownership);
+        assert!(
+            holds_token("job", "tok:1@h", other),
+            "another object sees it"
+        );
+        assert!(
+            !holds_token("job", "tok:1@h", holder),
+            "not the holder itself"
+        );
+        assert!(!holds_token("other", "tok:1@h", other), "another key");
+        assert!(!holds_token("job", "tok:2@h", other), "another token");
+        assert_eq!(held_by_another(&name, other).as_deref(), Some("tok:1@h"));
+        drop(ownership);
+        assert!(!holds_token("job", "tok:1@h", other), "a hold that ended");
+        assert_eq!(held_by_another(&name, other), None);
+        unregister(holder);
     }
 }

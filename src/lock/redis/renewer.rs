@@ -27,15 +27,15 @@
 //!   a deadline).
 //! - The thread ends before the module is unloaded ([`shutdown`]).
 
-use super::connection::Server;
-use super::hold::HoldState;
+use super::ownership::{Loss, Ownership};
+use super::pool::Pool as ConnectionPool;
 use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::topology::{Topology, Verdict};
+use crate::lock::owner::{current_pid, Owner};
 use crate::lock::signals::{self, Channel, Woken};
-use crate::lock::sys;
 use parking_lot::Mutex;
-use redis::Connection;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::mem;
 use std::os::fd::RawFd;
@@ -59,7 +59,7 @@ const AWAKE: u64 = 0;
 
 /// A hold, as the renewal thread knows it.
 struct Entry {
-    state: Arc<HoldState>,
+    state: Arc<Ownership>,
     /// A lease or `auto_renew`: renew it; otherwise only release it on a
     /// signal.
     renews: bool,
@@ -82,7 +82,7 @@ struct Work {
 }
 
 /// What the lock hands over when it takes a key.
-pub(super) struct NewHold {
+pub(super) struct Handover {
     pub(super) topology: Topology,
     pub(super) target: Target,
     pub(super) token: String,
@@ -123,7 +123,7 @@ impl Drop for Registration {
 /// # Errors
 ///
 /// The OS's, when the thread or its pipes cannot be made.
-pub(super) fn register(hold: NewHold, state: &Arc<HoldState>) -> std::io::Result<Registration> {
+pub(super) fn register(hold: Handover, state: &Arc<Ownership>) -> std::io::Result<Registration> {
     let service = service()?;
     let period = period(hold.valid_for);
     let entry = Arc::new(Entry {
@@ -147,7 +147,7 @@ pub(super) fn register(hold: NewHold, state: &Arc<HoldState>) -> std::io::Result
 pub fn shutdown() {
     let service = SERVICE.lock().take();
     if let Some(service) = service {
-        if service.pid == sys::current_pid() {
+        if service.owner.is_this_process() {
             service.stop.store(true, Ordering::Release);
             signals::wake(service.waker);
             if let Some(thread) = service.thread.lock().take() {
@@ -168,7 +168,7 @@ pub fn holds_nothing_now() {
     let holds = SERVICE
         .lock()
         .as_ref()
-        .filter(|service| service.pid == sys::current_pid())
+        .filter(|service| service.owner.is_this_process())
         .map_or(0, |service| service.holds.lock().len());
     if holds == 0 {
         signals::disarm();
@@ -177,7 +177,7 @@ pub fn holds_nothing_now() {
 
 /// The renewal service of this process.
 struct Service {
-    pid: u32,
+    owner: Owner,
     holds: Mutex<Vec<Arc<Entry>>>,
     /// Where the thread is woken.
     waker: RawFd,
@@ -193,9 +193,11 @@ struct Service {
 static SERVICE: Mutex<Option<Arc<Service>>> = Mutex::new(None);
 
 fn service() -> std::io::Result<Arc<Service>> {
-    let pid = sys::current_pid();
     let mut current = SERVICE.lock();
-    if let Some(service) = current.as_ref().filter(|service| service.pid == pid) {
+    if let Some(service) = current
+        .as_ref()
+        .filter(|service| service.owner.is_this_process())
+    {
         return Ok(Arc::clone(service));
     }
     if let Some(parents) = current.take() {
@@ -205,7 +207,7 @@ fn service() -> std::io::Result<Arc<Service>> {
     }
     let channel = Channel::open()?;
     let service = Arc::new(Service {
-        pid,
+        owner: Owner::this_process(),
         holds: Mutex::new(Vec::new()),
         waker: channel.waker(),
         next_wake_ns: AtomicU64::new(AWAKE),
@@ -214,7 +216,7 @@ fn service() -> std::io::Result<Arc<Service>> {
         thread: Mutex::new(None),
     });
     // Before the thread runs: a signal from now on is answered.
-    channel.serve(pid);
+    channel.serve(current_pid());
     let running = Arc::clone(&service);
     let thread = signals::with_signals_blocked(|| {
         thread::Builder::new()
@@ -252,7 +254,7 @@ impl Service {
     }
 
     fn remove(&self, entry: &Arc<Entry>) {
-        if self.pid != sys::current_pid() {
+        if !self.owner.is_this_process() {
             return;
         }
         let mut holds = self.holds.lock();
@@ -331,8 +333,9 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
     let server = work.topology.next_server();
     if let Some(until) = server.as_ref().and_then(|server| pool.down_until(server)) {
         // It did not answer another hold's renewal just now.
+        state.note_reached(false);
         if !state.is_valid() {
-            state.lost.store(true, Ordering::Release);
+            state.lose(Loss::Unreachable);
             work.done = true;
         } else {
             work.next = until;
@@ -353,11 +356,17 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
     // hold runs out.
     let deadline = sent + state.remaining() / 2;
     pool.lend(&mut work.topology, &options);
+    let refusal = Cell::new(0);
     let verdict = work.topology.verdict(
         &options,
         Some(deadline),
         &|conn| invocation.invoke::<i64>(conn),
-        |reply, _| reply == 1,
+        |reply, _| {
+            if reply != 1 {
+                refusal.set(reply); // why it is not ours, for the lost line
+            }
+            reply == 1
+        },
     );
     match verdict {
         Verdict::Yes if !state.extend(sent, work.valid_for) => {
@@ -373,12 +382,16 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
             );
             work.done = true;
         }
-        Verdict::Yes => work.next = sent + period,
+        Verdict::Yes => {
+            state.note_reached(true);
+            work.next = sent + period;
+        }
         Verdict::No => {
-            state.lost.store(true, Ordering::Release);
+            state.lose(Loss::from_reply(refusal.get()));
             work.done = true;
         }
         Verdict::Unknown(failures) => {
+            state.note_reached(false);
             if let Some(server) =
                 server.filter(|_| failures.iter().any(|(_, f)| f.is_unreachable()))
             {
@@ -388,7 +401,7 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
                 work.next = Instant::now() + period.min(RENEW_RETRY_MAX);
             } else {
                 // The key has expired unrenewed: someone else may hold it.
-                state.lost.store(true, Ordering::Release);
+                state.lose(Loss::Unreachable);
                 work.done = true;
             }
         }
@@ -413,7 +426,7 @@ fn release_all(service: &Service, pool: &mut Pool) {
         if left.is_zero() {
             return;
         }
-        if entry.state.lost.load(Ordering::Acquire) {
+        if entry.state.is_lost() {
             continue;
         }
         let Some(mut work) = entry.work.try_lock_until(deadline) else {
@@ -443,39 +456,23 @@ fn release_all(service: &Service, pool: &mut Pool) {
     }
 }
 
-/// The renewal thread's connections, at most one per server and
-/// credentials, lent to a hold's topology for each renewal.
+/// The renewal thread's connections (at most one per server and
+/// credentials, lent to a hold's topology for each renewal), and the
+/// servers that just did not answer.
 #[derive(Default)]
 struct Pool {
-    idle: HashMap<String, Connection>,
+    connections: ConnectionPool,
     /// Servers that just did not answer, until when their holds wait.
     down: HashMap<String, Instant>,
 }
 
 impl Pool {
     fn lend(&mut self, topology: &mut Topology, options: &super::options::RedisOptions) {
-        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
-            if slot.is_none() {
-                if let Some(conn) = self.idle.remove(&server.pool_key()) {
-                    // It carries the timeouts of its last hold.
-                    let timed = conn
-                        .set_read_timeout(Some(options.read_timeout))
-                        .and_then(|()| conn.set_write_timeout(Some(options.read_timeout)));
-                    if timed.is_ok() {
-                        *slot = Some(conn);
-                    }
-                }
-            }
-        });
+        self.connections.lend(topology, options);
     }
 
     fn take_back(&mut self, topology: &mut Topology) {
-        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
-            if let Some(conn) = slot.take() {
-                // A second one to the same server is closed.
-                self.idle.entry(server.pool_key()).or_insert(conn);
-            }
-        });
+        self.connections.take_back(topology);
     }
 
     fn mark_down(&mut self, server: String, until: Instant) {

@@ -38,12 +38,17 @@ const RELEASE_LUA: &str = script!("release");
 /// deleted once it is over.
 const END_WINDOW_LUA: &str = script!("end_window");
 
+/// A window claim (`SET NX PX` of `<key>:claim:<window>`, our own token
+/// counting as claimed), or with 0 ms its token-checked give-back.
+const CLAIM_LUA: &str = script!("claim");
+
 pub(super) struct Scripts {
     pub(super) acquire: Script,
     pub(super) acquire_in_window: Script,
     pub(super) renew: Script,
     pub(super) release: Script,
     pub(super) end_window: Script,
+    pub(super) claim: Script,
 }
 
 pub(super) fn scripts() -> &'static Scripts {
@@ -54,6 +59,7 @@ pub(super) fn scripts() -> &'static Scripts {
         renew: Script::new(RENEW_LUA),
         release: Script::new(RELEASE_LUA),
         end_window: Script::new(END_WINDOW_LUA),
+        claim: Script::new(CLAIM_LUA),
     })
 }
 

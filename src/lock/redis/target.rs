@@ -2,7 +2,7 @@
 //! topology needs to run the scripts and to say in words what failed (D6).
 
 use super::dsn::Secrets;
-use super::errors::{describe_failure, makes_lock_unusable, Failure};
+use super::errors::{describe_failure, makes_lock_unusable, Fault};
 use super::options::RedisOptions;
 use super::scripts::scripts;
 use crate::error::Error;
@@ -44,38 +44,38 @@ impl Target {
         &self,
         addr: &str,
         op: &str,
-        failure: &Failure,
+        failure: &Fault,
         given: &RedisOptions,
     ) -> Error {
         let key = shorten(&self.key);
         let message = match failure {
-            Failure::Connect(err) if err.is_timeout() => format!(
+            Fault::Connect(err) if err.is_timeout() => format!(
                 "cannot connect to Redis at {addr} to {op} key '{key}': no answer within {} ms",
                 given.connect_timeout.as_millis()
             ),
-            Failure::Connect(err) => format!(
+            Fault::Connect(err) => format!(
                 "cannot connect to Redis at {addr} to {op} key '{key}': {}",
                 describe_failure(err)
             ),
-            Failure::Command(err) if err.is_timeout() => format!(
+            Fault::Command(err) if err.is_timeout() => format!(
                 "Redis at {addr} gave no answer within {} ms to {op} key '{key}'",
                 given.read_timeout.as_millis()
             ),
-            Failure::Command(err) if err.kind() == ErrorKind::Io => format!(
+            Fault::Command(err) if err.kind() == ErrorKind::Io => format!(
                 "lost the connection to Redis at {addr} while trying to {op} key '{key}': {}",
                 describe_failure(err)
             ),
-            Failure::Command(err) => format!(
+            Fault::Command(err) => format!(
                 "Redis at {addr} refused to {op} key '{key}': {}",
                 describe_failure(err)
             ),
-            Failure::Unrouted { reason, .. } => {
+            Fault::Unrouted { reason, .. } => {
                 format!("cannot {op} key '{key}': {reason}")
             }
         };
         let message = self.secrets.scrub(message);
         match failure {
-            Failure::Command(err) if makes_lock_unusable(err) => Error::Lock(message),
+            Fault::Command(err) if makes_lock_unusable(err) => Error::Lock(message),
             _ => Error::Connection(message),
         }
     }

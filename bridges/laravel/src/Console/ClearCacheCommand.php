@@ -39,7 +39,7 @@ final class ClearCacheCommand extends Command
             if (!$this->option('force')) {
                 continue;
             }
-            if (preg_match('/^pid (\d+)$/', $holder, $m) && function_exists('posix_kill')) {
+            if (preg_match('/^pid (\d+)\b/', $holder, $m) && function_exists('posix_kill')) {
                 $pid = (int) $m[1];
                 if (posix_kill($pid, defined('SIGTERM') ? SIGTERM : 15)) {
                     $this->line("  sent SIGTERM to pid $pid");

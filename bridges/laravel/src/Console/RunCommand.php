@@ -15,8 +15,9 @@ use Illuminate\Console\Command;
  * and runs the user's command under it (directly when it is one plain
  * command, see ShellWords, else through `sh -c`) with cronlock's
  * Supervisor (cronlock/cli, the same as `cronlock run`): the lock is held
- * while the job lives, the job is killed if this process dies (a parent
- * death signal), TERM, INT and HUP are passed on to it, and the exit status
+ * while the job lives, the job and everything it started (its process
+ * group) is killed if this process dies, TERM, INT and HUP are passed on to
+ * that group, and the exit status
  * is the job's (128 + N for signal N). When another run holds the lock (two
  * ticks that both passed the scheduler's look, see CronLockEventMutex) the
  * job is not started, quietly, and the status is 0, as for `cronlock run`. A job that runs
@@ -74,12 +75,12 @@ final class RunCommand extends Command
             if (!$terminated) {
                 $terminated = true;
                 fwrite(STDERR, sprintf("cronlock:run: the job ran %s min, its withoutOverlapping() bound: ending it (SIGTERM)\n", rtrim(rtrim(sprintf('%.3F', $minutes), '0'), '.')));
-                posix_kill($pid, SIGTERM);
+                posix_kill(-$pid, SIGTERM); // the job's process group (Supervisor)
                 pcntl_alarm(self::GRACE);
                 return;
             }
             fwrite(STDERR, sprintf("cronlock:run: the job is still there %d s after SIGTERM: SIGKILL\n", self::GRACE));
-            posix_kill($pid, SIGKILL);
+            posix_kill(-$pid, SIGKILL);
         });
         pcntl_alarm(max(1, (int) ceil($minutes * 60)));
     }

@@ -22,10 +22,10 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
  * initial TTL while the process lives instead (for a console command that
  * runs as long as it needs); refresh() still sets the TTL it is given.
  *
- * exists() asks the server: a token-checked PEXPIRE to the expiry this Key
- * was last given (never later: a lock whose TTL ran out is not revived;
- * with auto_renew, to the initial TTL, which is what the renewals do
- * anyway). A key deleted, evicted or taken over is reported lost.
+ * exists() asks the server without changing anything: the key's value
+ * (CronLock\Redis::holder(), one GET) is this hold's token(). A key
+ * deleted, evicted, expired or taken over is reported lost; so is a Key
+ * whose own TTL ran out (without auto_renew).
  */
 final class RedisStore implements BlockingStoreInterface
 {
@@ -102,8 +102,9 @@ final class RedisStore implements BlockingStoreInterface
         if ($state === null) {
             return false;
         }
-        $left = $this->autoRenew ? null : $state['expires'] - self::now();
-        if (($left === null || $left >= 0.001) && $state['lock']->renew($left)) {
+        $lock = $state['lock'];
+        $expired = !$this->autoRenew && $state['expires'] - self::now() < 0.001;
+        if (!$expired && $lock->token() !== null && $lock->holder() === $lock->token()) {
             return true;
         }
         $this->forget($key);

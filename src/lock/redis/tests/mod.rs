@@ -308,6 +308,59 @@ fn tokens_are_random_and_fencing_increases_across_holders() {
     }
 }
 
+/// Every key of ours left after a release has a TTL; the fence counter's
+/// lasts 7 days (or 100 TTLs) from its last use, and a counter made anew
+/// (expired, or lost in a restart without persistence) starts at the
+/// server's clock in microseconds, above every number handed out before.
+#[test]
+fn no_key_is_left_without_a_ttl_and_fencing_increases_across_the_counters_expiry_and_a_restart() {
+    const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
+    let mut server = TestServer::start();
+    let dsn = server.raw_dsn();
+    let mut fences: Vec<i64> = Vec::new();
+    let cycle = |raw: &mut Connection, fences: &mut Vec<i64>, ttl: Duration| {
+        let mut lock = new_lock(&dsn, "job", ttl);
+        assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        fences.push(lock.fencing_token().unwrap());
+        assert_eq!(lock.release(), Ok(true));
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(raw).unwrap();
+        assert_eq!(keys, vec!["job:fence".to_owned()], "only the counter stays");
+        pttl(raw, "job:fence")
+    };
+    let mut raw = server.raw();
+    let left = cycle(&mut raw, &mut fences, Duration::from_secs(10));
+    assert!(left > WEEK_MS - 60_000 && left <= WEEK_MS, "{left}");
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut raw).unwrap();
+    assert!(
+        fences[0] <= secs * 1_000_000 + micros && fences[0] > (secs - 60) * 1_000_000,
+        "a new counter starts at the server's clock in µs: {}",
+        fences[0]
+    );
+    cycle(&mut raw, &mut fences, Duration::from_secs(10));
+    assert_eq!(fences[1], fences[0] + 1, "then counts by one");
+    let long = cycle(&mut raw, &mut fences, Duration::from_secs(7200));
+    assert!(
+        long > 7200 * 100 * 1000 - 60_000,
+        "100 TTLs when longer: {long}"
+    );
+
+    // The counter expires: its next one starts above it.
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(&["job:fence", "1"])
+        .query(&mut raw)
+        .unwrap();
+    thread::sleep(Duration::from_millis(20));
+    cycle(&mut raw, &mut fences, Duration::from_secs(10));
+    // A restart without persistence loses it: the same.
+    server.restart();
+    let mut raw = server.raw();
+    assert_eq!(get(&mut raw, "job:fence"), None, "lost in the restart");
+    cycle(&mut raw, &mut fences, Duration::from_secs(10));
+    for pair in fences.windows(2) {
+        assert!(pair[1] > pair[0], "strictly increasing: {fences:?}");
+    }
+}
+
 #[test]
 fn expired_lock_taken_over_is_left_alone() {
     let server = TestServer::start();
@@ -543,7 +596,10 @@ fn tls_verifies_with_ssl_cert_file_unless_insecure() {
 
     std::env::set_var("SSL_CERT_FILE", server.dir.join("other-ca.crt"));
     let mut untrusted = new_lock(&verified, "job", Duration::from_secs(10));
-    let message = connection_error(untrusted.acquire(Wait::Once));
+    // Another thread: this one's verified connection is kept, and shared.
+    let message = thread::spawn(move || connection_error(untrusted.acquire(Wait::Once)))
+        .join()
+        .unwrap();
     println!("{message}");
     let mut insecure = new_lock(
         &format!("{verified}/#insecure"),
@@ -718,13 +774,13 @@ fn many_renewing_locks_share_one_renewal_connection_per_server() {
     assert!(renewed(&mut raw_second, calls_second + 40));
     assert_eq!(
         clients(&mut raw_first),
-        20 + 1,
-        "20 locks and one renewal connection"
+        1 + 1,
+        "the 20 locks' one shared connection and one renewal connection"
     );
     assert_eq!(
         clients(&mut raw_second),
-        20 + 1,
-        "20 locks and one renewal connection"
+        1 + 1,
+        "the 20 locks' one shared connection and one renewal connection"
     );
     assert!(locks.iter().all(RedisLock::is_held));
     for lock in &mut locks {
@@ -989,6 +1045,7 @@ fn once_per_window_leaves_the_key_to_expire_at_the_windows_end() {
     let window_end = (started / 3_000 + 1) * 3_000;
     assert_eq!(a.acquire(Wait::Once), Ok(true));
     assert_eq!(pexpiretime(&mut raw, "job"), window_end);
+    let a_fence = a.fencing_token().unwrap();
     assert_eq!(a.renew(None), Ok(true));
     assert_eq!(
         pexpiretime(&mut raw, "job"),
@@ -1010,7 +1067,7 @@ fn once_per_window_leaves_the_key_to_expire_at_the_windows_end() {
         server_ms(&mut raw) >= window_end,
         "taken in the next window"
     );
-    assert_eq!(b.fencing_token(), Some(2));
+    assert_eq!(b.fencing_token(), Some(a_fence + 1));
     let token = b.token().unwrap().to_owned();
     assert_eq!(b.release(), Ok(true));
     assert_eq!(
@@ -1078,10 +1135,11 @@ fn once_per_confirming_a_plain_hold_keeps_the_key_to_the_windows_end() {
     let window_end = (server_ms(&mut raw) / 60_000 + 1) * 60_000;
     let mut a = auto_renewing(&dsn, "job", Duration::from_millis(150));
     assert_eq!(a.acquire(Wait::Once), Ok(true));
+    let first_fence = a.fencing_token();
     a.set_once_per(Some(Duration::from_secs(60)));
     assert_eq!(a.acquire(Wait::Once), Ok(true), "confirmed");
     a.set_once_per(None);
-    assert_eq!(a.fencing_token(), Some(1), "confirmed, not taken again");
+    assert_eq!(a.fencing_token(), first_fence, "confirmed, not taken again");
     assert_eq!(pexpiretime(&mut raw, "job"), window_end);
     thread::sleep(Duration::from_millis(500));
     assert!(a.is_held(), "held to the window's end whatever the TTL");
@@ -1112,7 +1170,11 @@ fn once_per_confirming_a_plain_hold_keeps_the_key_to_the_windows_end() {
     assert!(!b.is_held());
     assert_eq!(get(&mut raw, "job"), None);
     let fence: i64 = redis::cmd("GET").arg("job:fence").query(&mut raw).unwrap();
-    assert_eq!(fence, 2, "no fencing number drawn by the confirm");
+    assert_eq!(
+        Some(fence),
+        first_fence.map(|f| f + 1),
+        "no fencing number drawn by the confirm"
+    );
 }
 
 /// The lock error a key of the wrong type must give (never "busy").
@@ -1267,4 +1329,46 @@ fn a_forked_child_forgets_the_parents_unanswered_acquire() {
     assert_eq!(get(&mut raw, "job").as_deref(), Some(stalled.as_str()));
     assert_eq!(lock.release(), Ok(true), "still the parent's to clean up");
     assert_eq!(get(&mut raw, "job"), None);
+}
+
+/// Lock objects of one thread on one server and credentials share one
+/// connection, and a reconnect after it broke serves them all; other
+/// credentials (another database) are another connection.
+#[test]
+fn locks_of_one_thread_share_one_connection_per_server_and_credentials() {
+    let server = TestServer::start();
+    let mut raw = server.raw();
+    let dsn = server.raw_dsn();
+    let before = clients(&mut raw);
+    thread::spawn(move || {
+        let mut locks: Vec<RedisLock> = (0..20)
+            .map(|n| new_lock(&dsn, &format!("shared:{n}"), Duration::from_secs(10)))
+            .collect();
+        for lock in &mut locks {
+            assert_eq!(lock.acquire(Wait::Once), Ok(true));
+        }
+        let mut raw = raw_client(&dsn);
+        assert_eq!(clients(&mut raw), before + 1, "one connection for 20 locks");
+        let _: () = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+            .query(&mut raw)
+            .unwrap();
+        for lock in &mut locks {
+            assert_eq!(lock.renew(None), Ok(true), "sent again on a new connection");
+        }
+        assert_eq!(clients(&mut raw), before + 1, "reconnected together");
+        let mut other_db = new_lock(&format!("{dsn}/3"), "shared:0", Duration::from_secs(10));
+        assert_eq!(other_db.acquire(Wait::Once), Ok(true));
+        assert_eq!(
+            clients(&mut raw),
+            before + 2,
+            "another database: another connection"
+        );
+        for lock in &mut locks {
+            assert_eq!(lock.release(), Ok(true));
+        }
+        assert_eq!(other_db.release(), Ok(true));
+    })
+    .join()
+    .unwrap();
 }

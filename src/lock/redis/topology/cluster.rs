@@ -14,7 +14,7 @@ use super::super::connection::{with_connection, Server};
 use super::super::dsn::{
     parse_dsn, refused_part, split_fragment, starts_with_ignoring_case, with_default_port, Secrets,
 };
-use super::super::errors::{is_interrupted, Failure};
+use super::super::errors::{is_interrupted, Fault};
 use super::super::node::Node;
 use super::super::options::RedisOptions;
 use super::master::Master;
@@ -75,7 +75,7 @@ impl Master for Cluster {
         options: &RedisOptions,
         in_wait: bool,
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
-    ) -> std::result::Result<(T, bool), Failure> {
+    ) -> std::result::Result<(T, bool), Fault> {
         self.seeds.run(&mut self.node, options, in_wait, command)
     }
 
@@ -208,7 +208,7 @@ impl Seeds {
         options: &RedisOptions,
         in_wait: bool,
         mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
-    ) -> std::result::Result<(T, bool), Failure> {
+    ) -> std::result::Result<(T, bool), Fault> {
         let deadline = Instant::now() + call_budget(options);
         let mut unreachable = 0;
         let mut redirects = 0;
@@ -230,9 +230,9 @@ impl Seeds {
             };
             let out_of_time = deadline <= Instant::now();
             let cut_short = match &failure {
-                Failure::Connect(_) => true,
-                Failure::Command(err) => err.kind() == ErrorKind::Io,
-                Failure::Unrouted { .. } => false,
+                Fault::Connect(_) => true,
+                Fault::Command(err) => err.kind() == ErrorKind::Io,
+                Fault::Unrouted { .. } => false,
             };
             if out_of_time && looped && cut_short {
                 // The budget ran out on one of the loop's reconnects: the
@@ -240,18 +240,18 @@ impl Seeds {
                 return Err(redirect_loop(&redirected_between, started, broken_once));
             }
             match &failure {
-                Failure::Command(err)
+                Fault::Command(err)
                     if in_wait && is_interrupted(err) && crate::lock::interrupted() =>
                 {
                     return Err(failure);
                 }
                 // Once more on a new connection, as for one server.
-                Failure::Command(err)
+                Fault::Command(err)
                     if err.kind() == ErrorKind::Io && !broken_once && !out_of_time =>
                 {
                     broken_once = true;
                 }
-                Failure::Command(err) if err.redirect_node().is_some() => {
+                Fault::Command(err) if err.redirect_node().is_some() => {
                     let Some((address, _)) = err.redirect_node() else {
                         return Err(failure);
                     };
@@ -307,11 +307,11 @@ impl Seeds {
                     }) {
                         Ok(done) => return Ok((done, broken_once)),
                         // Sent back again: ask the node we follow anew.
-                        Err(Failure::Command(err)) if err.redirect_node().is_some() => {}
+                        Err(Fault::Command(err)) if err.redirect_node().is_some() => {}
                         Err(other) => return Err(other),
                     }
                 }
-                Failure::Connect(_) if unreachable < self.seeds.len() && !out_of_time => {
+                Fault::Connect(_) if unreachable < self.seeds.len() && !out_of_time => {
                     // The node may be gone (failover, resharding): ask a seed.
                     unreachable += 1;
                     let seed = self.seeds[self.next_seed % self.seeds.len()].clone();
@@ -328,8 +328,8 @@ impl Seeds {
 
 /// The failure of a call whose nodes kept sending it elsewhere until its
 /// budget ran out: transient, as a resharding settles.
-fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Failure {
-    Failure::Unrouted {
+fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Fault {
+    Fault::Unrouted {
         reason: format!(
             "the cluster nodes kept redirecting it ({}) for {} ms: the key's slot is being \
              moved and the nodes do not agree yet on where",

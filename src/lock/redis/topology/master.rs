@@ -5,7 +5,7 @@
 //! a yes/no script.
 
 use super::super::connection::{with_connection, Server};
-use super::super::errors::Failure;
+use super::super::errors::Fault;
 use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
 use super::super::token::HolderValue;
@@ -81,7 +81,7 @@ pub(in crate::lock::redis) enum Verdict {
     /// It said no (so many said no that a majority can no longer say yes).
     No,
     /// Too few answered: these are the failures, by master index.
-    Unknown(Vec<(usize, Failure)>),
+    Unknown(Vec<(usize, Fault)>),
 }
 
 /// How many of `masters` must agree: a strict majority (all of one).
@@ -120,7 +120,7 @@ pub(super) fn once_on<T>(
     bounded: &RedisOptions,
     usual: &RedisOptions,
     command: impl FnOnce(&mut Connection) -> RedisResult<T>,
-) -> Result<T, Failure> {
+) -> Result<T, Fault> {
     with_connection(&mut node.conn, &node.server, bounded, |conn| {
         conn.set_read_timeout(Some(bounded.read_timeout))?;
         let reply = command(conn);

@@ -16,7 +16,8 @@ pub(super) use master::{Attempt, Mode, Verdict};
 
 use super::connection::Server;
 use super::dsn::Secrets;
-use super::errors::Failed;
+use super::errors::FailedOp;
+use super::node::NodeResult;
 use super::options::RedisOptions;
 use super::target::Target;
 use super::token::HolderValue;
@@ -225,7 +226,7 @@ impl Topology {
         invocation: &ScriptInvocation<'static>,
         last_holder: &mut Option<HolderValue>,
         unsettled: &mut Option<String>,
-    ) -> std::result::Result<Attempt, Failed> {
+    ) -> std::result::Result<Attempt, FailedOp> {
         by_kind!(self, master => {
             let outcome = attempt_on(master, target, token, mode, invocation, last_holder);
             if mode != Mode::Confirm {
@@ -280,6 +281,63 @@ impl Topology {
                     Err(redlock.majority_error(target, op, &failures, budget).error)
                 }
             }
+        })
+    }
+
+    /// Runs a one-key `command` where the key lives (or on every Redlock
+    /// master at once, none awaited past `deadline`): each server's reply.
+    pub(super) fn on_each<T: Send>(
+        &mut self,
+        options: &RedisOptions,
+        deadline: Option<Instant>,
+        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+    ) -> Vec<NodeResult<T>> {
+        by_kind!(self, master => vec![master.run(options, false, command)],
+            redlock => redlock.on_all(options, deadline, command))
+    }
+
+    /// The reply to a read-only `command` where the key lives: the
+    /// master's, or the one a majority of the Redlock masters gave.
+    ///
+    /// # Errors
+    ///
+    /// The failure of `op` in words ([`Error::Connection`] /
+    /// [`Error::Lock`]); for Redlock [`Error::Connection`] also when the
+    /// masters that answered gave no majority one reply.
+    pub(super) fn agreed_reply<T: Send + PartialEq>(
+        &mut self,
+        target: &Target,
+        op: &str,
+        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+    ) -> Result<T> {
+        by_kind!(self, master => {
+            Ok(run_on(master, target, op, false, command)?.0)
+        }, redlock => {
+            let results = redlock.on_all(&target.options, None, command);
+            let masters = results.len();
+            let mut replies: Vec<(T, usize)> = Vec::new();
+            let mut failures = Vec::new();
+            for (index, result) in results.into_iter().enumerate() {
+                match result {
+                    Ok((reply, _)) => match replies.iter_mut().find(|(seen, _)| *seen == reply) {
+                        Some((_, count)) => *count += 1,
+                        None => replies.push((reply, 1)),
+                    },
+                    Err(failure) => failures.push((index, failure)),
+                }
+            }
+            if let Some(at) = replies.iter().position(|(_, count)| *count >= quorum(masters)) {
+                return Ok(replies.swap_remove(at).0);
+            }
+            if !failures.is_empty() {
+                return Err(redlock.majority_error(target, op, &failures, None).error);
+            }
+            Err(Error::Connection(target.secrets.scrub(format!(
+                "cannot {op} {}: the {masters} Redis masters disagree, and no majority ({}) \
+                 gave one answer",
+                target.describe(&redlock.place()),
+                quorum(masters)
+            ))))
         })
     }
 
@@ -340,13 +398,13 @@ fn run_on<M: Master, T>(
     op: &str,
     in_wait: bool,
     mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
-) -> std::result::Result<(T, bool), Failed> {
+) -> std::result::Result<(T, bool), FailedOp> {
     let mut sent = false;
     let result = master.run(&target.options, in_wait, |conn| {
         sent = true;
         command(conn)
     });
-    result.map_err(|failure| Failed {
+    result.map_err(|failure| FailedOp {
         error: target.error(&master.node().addr(), op, &failure, &target.options),
         transient: failure.is_transient(),
         unanswered: failure.left_unanswered(sent),
@@ -363,7 +421,7 @@ fn attempt_on<M: Master>(
     mode: Mode,
     invocation: &ScriptInvocation<'static>,
     last_holder: &mut Option<HolderValue>,
-) -> std::result::Result<Attempt, Failed> {
+) -> std::result::Result<Attempt, FailedOp> {
     let sent = Instant::now();
     let replicas = if mode == Mode::Confirm {
         0
@@ -387,7 +445,7 @@ fn attempt_on<M: Master>(
         let given_back = run_on(master, target, "release", false, |conn| {
             release.invoke::<i64>(conn)
         });
-        return Err(Failed {
+        return Err(FailedOp {
             error: Error::Connection(target.secrets.scrub(format!(
                 "{} was taken, but only {acks} of the {replicas} replicas asked for \
                  acknowledged it within {wait_ms} ms; it was given back",
@@ -413,7 +471,7 @@ fn jitter() -> f64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.subsec_nanos());
-    let mixed = (u64::from(nanos) ^ u64::from(crate::lock::sys::current_pid()).rotate_left(32))
+    let mixed = (u64::from(nanos) ^ u64::from(crate::lock::owner::current_pid()).rotate_left(32))
         .wrapping_mul(0x9e37_79b9_7f4a_7c15);
     (mixed >> 11) as f64 / (1u64 << 53) as f64
 }

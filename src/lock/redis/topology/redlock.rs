@@ -7,7 +7,7 @@
 //! master), each with the single-node retry after a broken connection.
 
 use super::super::dsn::Secrets;
-use super::super::errors::{Failed, Failure};
+use super::super::errors::{FailedOp, Fault};
 use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
 use super::super::target::Target;
@@ -156,8 +156,8 @@ impl Redlock {
     /// Runs `run` on every master's node, one scoped thread each.
     pub(super) fn on_nodes<T: Send>(
         &mut self,
-        run: &(dyn Fn(&mut Node) -> std::result::Result<T, Failure> + Sync),
-    ) -> Vec<std::result::Result<T, Failure>> {
+        run: &(dyn Fn(&mut Node) -> std::result::Result<T, Fault> + Sync),
+    ) -> Vec<std::result::Result<T, Fault>> {
         in_parallel(&mut self.masters, &|master| run(&mut master.node))
     }
 
@@ -176,7 +176,7 @@ impl Redlock {
         invocation: &ScriptInvocation<'static>,
         last_holder: &mut Option<HolderValue>,
         unsettled: &mut Option<String>,
-    ) -> std::result::Result<Attempt, Failed> {
+    ) -> std::result::Result<Attempt, FailedOp> {
         let sent = Instant::now();
         // Half the validity for the answers, so a hold won against a
         // stalled minority still has half of it left.
@@ -245,7 +245,7 @@ impl Redlock {
             if !granted.is_empty() && !self.undo_grants(target, token, &granted) {
                 *unsettled = Some(token.to_owned());
             }
-            return Err(Failed {
+            return Err(FailedOp {
                 error,
                 transient: false,
                 unanswered: false,
@@ -337,8 +337,8 @@ impl Redlock {
 
     /// A majority granted, but the attempt took so long that no validity
     /// time was left: not contention, and not ours.
-    fn too_late_error(&self, target: &Target, elapsed: Duration) -> Failed {
-        Failed {
+    fn too_late_error(&self, target: &Target, elapsed: Duration) -> FailedOp {
+        FailedOp {
             error: Error::Connection(format!(
                 "cannot acquire {}: a majority of the {} Redis masters granted it, but only after \
                  {} ms, which leaves none of the lock's validity time ({} ms: the TTL less the \
@@ -359,13 +359,13 @@ impl Redlock {
         &self,
         target: &Target,
         op: &str,
-        failures: &[(usize, Failure)],
+        failures: &[(usize, Fault)],
         budget: Option<Duration>,
-    ) -> Failed {
+    ) -> FailedOp {
         let masters = self.masters.len();
         // The per-master messages name the timeouts that master was given.
         let given = budget.map_or(target.options, |budget| target.options.within(budget));
-        let error_of = |index: usize, failure: &Failure| {
+        let error_of = |index: usize, failure: &Fault| {
             target.error(&self.masters[index].node.addr(), op, failure, &given)
         };
         let reasons: Vec<String> = failures
@@ -390,7 +390,7 @@ impl Redlock {
         let unusable = failures
             .iter()
             .any(|(index, failure)| matches!(error_of(*index, failure), Error::Lock(_)));
-        Failed {
+        FailedOp {
             error: if unusable {
                 Error::Lock(message)
             } else {
@@ -426,8 +426,8 @@ fn run_id_in(info: &str) -> String {
 /// several (one runs on this thread).
 fn in_parallel<T: Send>(
     masters: &mut [Single],
-    run: &(dyn Fn(&mut Single) -> std::result::Result<T, Failure> + Sync),
-) -> Vec<std::result::Result<T, Failure>> {
+    run: &(dyn Fn(&mut Single) -> std::result::Result<T, Fault> + Sync),
+) -> Vec<std::result::Result<T, Fault>> {
     if let [master] = masters {
         return vec![run(master)];
     }
@@ -457,8 +457,8 @@ fn in_parallel<T: Send>(
     })
 }
 
-fn local_failure(what: &'static str) -> Failure {
-    Failure::Connect(RedisError::from((ErrorKind::Io, what)))
+fn local_failure(what: &'static str) -> Fault {
+    Fault::Connect(RedisError::from((ErrorKind::Io, what)))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::super::dsn::{
     parse_dsn, percent_decoded, refused_part, split_fragment, starts_with_ignoring_case,
     with_default_port, Secrets,
 };
-use super::super::errors::{describe_failure, Failure};
+use super::super::errors::{describe_failure, Fault};
 use super::super::node::Node;
 use super::super::options::RedisOptions;
 use super::master::Master;
@@ -279,9 +279,9 @@ impl Master for Sentinel {
         options: &RedisOptions,
         in_wait: bool,
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
-    ) -> std::result::Result<(T, bool), Failure> {
+    ) -> std::result::Result<(T, bool), Fault> {
         if let Err(reason) = self.follow(options) {
-            return Err(Failure::Unrouted {
+            return Err(Fault::Unrouted {
                 reason,
                 maybe_ran: false,
             });

@@ -3,7 +3,7 @@
 
 use super::super::connection::Server;
 use super::super::dsn::{parse_dsn, Secrets};
-use super::super::errors::Failure;
+use super::super::errors::Fault;
 use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
 use super::master::Master;
@@ -41,7 +41,7 @@ impl Master for Single {
         options: &RedisOptions,
         in_wait: bool,
         command: impl FnMut(&mut Connection) -> RedisResult<T>,
-    ) -> std::result::Result<(T, bool), Failure> {
+    ) -> std::result::Result<(T, bool), Fault> {
         self.node.run(options, in_wait, command)
     }
 

@@ -1,0 +1,114 @@
+//! Connections kept between commands, at most one per server and
+//! credentials ([`Server::pool_key`]), lent to a topology's connection
+//! slots for one operation and taken back after it. The lock objects of a
+//! PHP thread share one [`Pool`] (so 300 locks on one server are one
+//! connection, and a reconnect after a broken connection serves them all);
+//! the renewal thread has its own.
+//!
+//! Traps it closes:
+//! - a connection carries the timeouts of the operation that last used it:
+//!   lending sets the borrower's;
+//! - in a `fork()` child the kept connections are the parent's sockets (and
+//!   TLS sessions): they are forgotten, never closed or used;
+//! - an operation that calls another (a confirm that renews) lends and takes
+//!   back only at the outermost level ([`Shared::lend`]'s depth).
+
+use super::connection::Server;
+use super::options::RedisOptions;
+use super::topology::Topology;
+use crate::lock::owner::Owner;
+use redis::Connection;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::mem;
+
+/// Idle connections by server and credentials.
+pub(super) struct Pool {
+    idle: HashMap<String, Connection>,
+    /// The process whose sockets `idle` holds.
+    owner: Owner,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            idle: HashMap::new(),
+            owner: Owner::this_process(),
+        }
+    }
+}
+
+impl Pool {
+    /// Fills each empty slot of `topology` with the kept connection to its
+    /// server, if any, set to `options`' timeouts.
+    pub(super) fn lend(&mut self, topology: &mut Topology, options: &RedisOptions) {
+        self.adopt_process();
+        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
+            if slot.is_none() {
+                if let Some(conn) = self.idle.remove(&server.pool_key()) {
+                    let timed = conn
+                        .set_read_timeout(Some(options.read_timeout))
+                        .and_then(|()| conn.set_write_timeout(Some(options.read_timeout)));
+                    if timed.is_ok() {
+                        *slot = Some(conn);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Keeps the connections `topology` has now (a new one after a
+    /// reconnect replaces none: a second one to a server is closed).
+    pub(super) fn take_back(&mut self, topology: &mut Topology) {
+        self.adopt_process();
+        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
+            if let Some(conn) = slot.take() {
+                self.idle.entry(server.pool_key()).or_insert(conn);
+            }
+        });
+    }
+
+    fn adopt_process(&mut self) {
+        if !self.owner.is_this_process() {
+            for (_, conn) in self.idle.drain() {
+                mem::forget(conn);
+            }
+            self.owner = Owner::this_process();
+        }
+    }
+}
+
+thread_local! {
+    /// The pool of this thread's lock objects.
+    static SHARED: RefCell<Pool> = RefCell::new(Pool::default());
+    /// How many lending operations of this thread are running.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The thread's shared pool, for one operation of a lock.
+pub(super) struct Shared;
+
+impl Shared {
+    /// Runs `operation` with `topology`'s slots filled from the thread's
+    /// pool and emptied into it afterwards; a nested call lends nothing.
+    pub(super) fn lend<T, L>(
+        lock: &mut L,
+        topology: impl Fn(&mut L) -> &mut Topology,
+        options: &RedisOptions,
+        operation: impl FnOnce(&mut L) -> T,
+    ) -> T {
+        let outermost = DEPTH.with(|depth| {
+            depth.set(depth.get() + 1);
+            depth.get() == 1
+        });
+        if outermost {
+            SHARED.with(|pool| pool.borrow_mut().lend(topology(lock), options));
+        }
+        let result = operation(lock);
+        if outermost {
+            SHARED.with(|pool| pool.borrow_mut().take_back(topology(lock)));
+        }
+        DEPTH.with(|depth| depth.set(depth.get() - 1));
+        result
+    }
+}
