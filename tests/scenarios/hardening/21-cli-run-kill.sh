@@ -24,7 +24,10 @@ for impl in ext poly; do
     kill -$sig $r1; wait $r1; rc1=$?
     sleep 0.3
     cmdpid=$(awk '$1=="S"{print $2; exit}' $T/j)
-    alive=no; kill -0 $cmdpid 2>/dev/null && alive=yes
+    # a zombie (killed, not yet reaped by init) is not alive; a killed command writes no E line
+    alive=no
+    if kill -0 $cmdpid 2>/dev/null && [ "$(awk '{print $3}' /proc/$cmdpid/stat 2>/dev/null)" != Z ]; then alive=yes; fi
+    [ $alive = yes ] || grep -q "^E $cmdpid " $T/j || echo "E $cmdpid killed" >> $T/j
     t0=$(date +%s.%N)
     $P $CLI run --lock clirun -- $T/cmd.sh $T/j > $T/o2 2>&1 & r2=$!
     sleep 1.5
