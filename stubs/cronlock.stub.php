@@ -348,11 +348,14 @@ namespace CronLock {
          *        ('rediss-sentinel://' for TLS; default port 26379; the master name is
          *        percent-decoded, '%20' for a space; the DSN's user and password are
          *        the master's; sentinels are asked without AUTH unless $options 'sentinel_password'
-         *        is given, and a sentinel that wants one says so naming that option): before every acquire, renew and release the
-         *        sentinels (the first that answers) name the master (SENTINEL
-         *        get-master-addr-by-name) and every new connection checks ROLE, so the lock
-         *        follows a failover and never trusts an old master that still takes writes. A key
-         *        that did not reach the new master makes renew() false (never silently kept).
+         *        is given, and a sentinel that wants one says so naming that option): the sentinels
+         *        (the first that answers) name the master (SENTINEL get-master-addr-by-name) on
+         *        connect, after a failed or refused call, and when the master answers READONLY
+         *        (then the call is sent once more to the master they name now); while the master
+         *        answers on its connection, calls go there without a sentinel round trip. Every
+         *        new connection checks ROLE, so the lock follows a failover; an old master cut
+         *        off from the sentinels but still taking writes is used until a call to it fails.
+         *        A key that did not reach the new master makes renew() false (never silently kept).
          *        'redis-cluster://[[user]:password@]host[:port][,host[:port]…]' (seed nodes;
          *        'rediss-cluster://' for TLS; no '?query', no '#fragment' but rediss-cluster://'s
          *        '#insecure'; a Sentinel DSN takes neither '?' nor any fragment but that one

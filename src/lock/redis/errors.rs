@@ -101,6 +101,16 @@ fn script_call_error(err: &RedisError) -> Option<(&str, &str)> {
     is_code.then_some((code, text.trim()))
 }
 
+/// A `-READONLY` reply (also from inside a script): the server is a
+/// replica now, and the command did not write.
+pub(super) fn is_readonly(err: &RedisError) -> bool {
+    let code = script_call_error(err).map_or(err.code(), |(code, _)| Some(code));
+    code == Some("READONLY")
+        || err
+            .detail()
+            .is_some_and(|detail| detail.contains("-READONLY ") || detail.starts_with("READONLY "))
+}
+
 pub(super) fn io_error(err: &RedisError) -> Option<&std::io::Error> {
     let source = std::error::Error::source(err)?;
     source.downcast_ref::<std::io::Error>().or_else(|| {

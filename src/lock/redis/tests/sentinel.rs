@@ -183,3 +183,36 @@ fn kill_9_of_the_master_while_held_and_waited_for() {
     assert!(waiter_fence > Some(fence));
     assert_eq!(released, Ok(true));
 }
+
+/// While the master answers as master, no call asks a sentinel first:
+/// with every sentinel stopped (SIGSTOP), renewals, a release and an
+/// acquire still go through; a failover makes the next call ask and follow
+/// (the old master answers READONLY, or its connection broke).
+#[test]
+fn no_sentinel_round_trip_per_call_while_the_master_answers_as_master() {
+    let setup = SentinelSetup::start(1);
+    let options = with_replicas(0);
+    let mut lock = RedisLock::new(&setup.dsn(), "job", Duration::from_secs(30), options).unwrap();
+    assert_eq!(lock.acquire(Wait::Once), Ok(true), "asks once, on connect");
+    setup.pause_sentinels(true);
+    for _ in 0..20 {
+        assert_eq!(lock.renew(None), Ok(true), "no sentinel needed");
+    }
+    assert_eq!(lock.release(), Ok(true));
+    assert_eq!(lock.acquire(Wait::Once), Ok(true));
+    setup.pause_sentinels(false);
+
+    let old = setup.master_port();
+    let new = setup.fail_over();
+    assert_ne!(new, old);
+    let _ = lock.renew(None); // the key may not have reached the replica
+    let mut again =
+        RedisLock::new(&setup.dsn(), "other", Duration::from_secs(30), options).unwrap();
+    assert_eq!(again.acquire(Wait::Once), Ok(true));
+    assert_eq!(
+        get(&mut setup.server_on(new).raw(), "other").as_deref(),
+        again.token(),
+        "followed to the new master"
+    );
+    assert_eq!(again.release(), Ok(true));
+}

@@ -285,6 +285,15 @@ impl SentinelSetup {
         format!("redis-sentinel://{}/mymaster", hosts.join(","))
     }
 
+    /// SIGSTOP (`paused`) or SIGCONT to every sentinel.
+    pub(super) fn pause_sentinels(&self, paused: bool) {
+        for index in 0..self.sentinels.len() {
+            let name = format!("s{index}");
+            self.harness
+                .run(if paused { "pause" } else { "resume" }, Some(&name));
+        }
+    }
+
     /// The port the sentinels name as the master now.
     pub(super) fn master_port(&self) -> u16 {
         let (_, port): (String, u16) = redis::cmd("SENTINEL")

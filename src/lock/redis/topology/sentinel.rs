@@ -11,12 +11,12 @@ use super::super::dsn::{
     parse_dsn, percent_decoded, refused_part, split_fragment, starts_with_ignoring_case,
     with_default_port, Secrets,
 };
-use super::super::errors::{describe_failure, Fault};
+use super::super::errors::{describe_failure, is_readonly, Fault};
 use super::super::node::Node;
 use super::super::options::RedisOptions;
 use super::master::Master;
 use crate::error::{Error, Result};
-use redis::{Connection, RedisError, RedisResult};
+use redis::{Connection, ErrorKind, RedisError, RedisResult};
 
 /// `AUTH [user] password` for every sentinel (the DSN's credentials are
 /// the master's): their `requirepass`, or an ACL user of theirs.
@@ -51,6 +51,10 @@ pub(in crate::lock::redis) struct Sentinel {
     conn: Option<Connection>,
     /// The master the sentinels named last (a placeholder until asked).
     node: Node,
+    /// The last command on `node`'s connection succeeded: the next one
+    /// goes there without asking a sentinel first. Cleared by a failed or
+    /// refused call (asked again before the next) and by a new connection.
+    master_answered: bool,
 }
 
 /// How to reach whichever address the sentinels name: the DSN's scheme,
@@ -157,6 +161,7 @@ impl Sentinel {
             at: 0,
             conn: None,
             node: Node::new(placeholder),
+            master_answered: false,
         };
         Ok(Some((sentinel, secrets)))
     }
@@ -272,21 +277,46 @@ impl Sentinel {
 }
 
 impl Master for Sentinel {
-    /// Asks the sentinels first: the command goes to the master they name
-    /// now. No sentinel naming one is a transient failure that sent nothing.
+    /// Sends the command to the master the sentinels named, asking them
+    /// first unless the last command on this connection succeeded (so no
+    /// sentinel round trip per call while the master answers as master):
+    /// on a new connection, after a failed or refused call, and when the
+    /// master answers `-READONLY` (demoted: asked, and sent once more to
+    /// the master they name now). No sentinel naming one is a transient
+    /// failure that sent nothing.
     fn run<T>(
         &mut self,
         options: &RedisOptions,
         in_wait: bool,
-        command: impl FnMut(&mut Connection) -> RedisResult<T>,
+        mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> std::result::Result<(T, bool), Fault> {
-        if let Err(reason) = self.follow(options) {
-            return Err(Fault::Unrouted {
+        let asked = !(self.master_answered && self.node.conn.is_some());
+        if asked {
+            self.follow(options).map_err(|reason| Fault::Unrouted {
                 reason,
                 maybe_ran: false,
-            });
+            })?;
         }
-        self.node.run(options, in_wait, command)
+        let mut result = self.node.run(options, in_wait, &mut command);
+        let failed_over = |fault: &Fault| match fault {
+            // Demoted since we last asked (READONLY wrote nothing), or gone.
+            Fault::Command(err) => is_readonly(err) || err.kind() == ErrorKind::Io,
+            Fault::Connect(_) => true,
+            Fault::Unrouted { .. } => false,
+        };
+        if !asked && matches!(&result, Err(fault) if failed_over(fault)) {
+            let maybe_ran =
+                matches!(&result, Err(Fault::Command(err)) if err.kind() == ErrorKind::Io);
+            self.follow(options)
+                .map_err(|reason| Fault::Unrouted { reason, maybe_ran })?;
+            // Every script is safe to run twice; it may have run once.
+            result = self
+                .node
+                .run(options, in_wait, &mut command)
+                .map(|(value, _)| (value, true));
+        }
+        self.master_answered = result.is_ok();
+        result
     }
 
     fn node(&self) -> &Node {
@@ -311,6 +341,7 @@ impl Master for Sentinel {
             at: self.at,
             conn: None,
             node: self.node.fresh(),
+            master_answered: false,
         }
     }
 
