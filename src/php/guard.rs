@@ -21,7 +21,10 @@
 //!   `Guard::expired()` or `Guard::lost()`, and always at the job's end
 //!   (release()'s own answer; File: the path, which unlocking never checks),
 //!   it is logged once when noticed and once at the end (`'on_lost' =>
-//!   'throw'` turns it into an exception at the next check).
+//!   'throw'` turns it into an exception at the next check);
+//! - a failing release is reported as a lost hold is (error log once, the
+//!   destination, the logger), and its record says `release_failed`, not
+//!   `failed` (the job threw), unless the job did throw (D8).
 
 use super::args::{Callback, LockOrName, OptionsArray};
 use super::engine;

@@ -197,6 +197,14 @@ fn call_release(lock: &Zval, rethrow: bool) -> Released {
         }
         (None, Ok(answer)) => return Released::Answered(answer.bool().unwrap_or(false)),
     };
+    // Made before the throw: no PHP code runs with an exception pending.
+    let failure = ReleaseFailure {
+        line: format!(
+            "cron_guard: releasing lock {} failed: {message}",
+            describe(lock)
+        ),
+        class,
+    };
     if rethrow {
         match thrown {
             Ok(thrown) => {
@@ -207,13 +215,7 @@ fn call_release(lock: &Zval, rethrow: bool) -> Released {
             Err(e) => PhpException::from(e).throw(),
         }
     }
-    Released::Failed(ReleaseFailure {
-        line: format!(
-            "cron_guard: releasing lock {} failed: {message}",
-            describe(lock)
-        ),
-        class,
-    })
+    Released::Failed(failure)
 }
 
 /// A release outside every run's report (a guard part dropped by a Rust
