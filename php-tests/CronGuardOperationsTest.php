@@ -301,6 +301,100 @@ final class CronGuardOperationsTest extends TestCase
         self::assertStringContainsString("lock redis key 'ops-taken' at 127.0.0.1:$port was lost during the run (at ", $lines[0]);
     }
 
+    // ------------------------------------------------- failing release (D8)
+
+    /**
+     * The operator's scenario: Redis stops while the job runs, the job
+     * returns, release() cannot reach the server. The "releasing lock …
+     * failed" line goes where a lost hold's goes (the error log once, the
+     * log file, the logger as release_failed), the record says
+     * release_failed (not failed: the job did not throw), and the release's
+     * exception is what cron_guard() throws.
+     */
+    public function testARedisReleaseThatFailsAfterTheJobReturnedIsReportedAndRecordedAsSuch(): void
+    {
+        $redis = RedisServer::start(); // its own: this test stops it
+        $port = $redis->port();
+        $log = "{$this->dir}/cron.log";
+        $go = "{$this->dir}/go";
+        $p = Proc::start(sprintf(<<<'PHP'
+            $lock = new CronLock\Redis('redis://127.0.0.1:%d', 'cron:sync');
+            try {
+                cron_guard(function () {
+                    echo "RUNNING\n";
+                    while (!file_exists(%s)) { usleep(2000); }
+                    return 'done';
+                }, $lock, ['log' => %s, 'record' => 'runs', 'logger' => function ($level, $line, $context) {
+                    echo json_encode([$level, $line, $context['event'], $context['outcome']]), "\n";
+                }]);
+                echo "RETURNED\n";
+            } catch (Throwable $e) {
+                echo 'THROWN ', get_class($e), "\n";
+            }
+            PHP, $port, var_export($go, true), var_export($log, true)));
+        $p->waitForLine('RUNNING', 15.0, 'stdout');
+        $redis->stop();
+        touch($go);
+        self::assertSame(0, $p->wait(), $p->stderr());
+
+        $line = "cron_guard: releasing lock redis key 'cron:sync' at 127.0.0.1:$port failed: cannot connect to Redis at 127.0.0.1:$port";
+        $outcome = 'release_failed: CronLock\ConnectionException';
+        $errorLines = self::errorLines($p);
+        self::assertCount(1, $errorLines, 'once to the error log: ' . $p->stderr());
+        self::assertStringStartsWith($line, $errorLines[0]);
+        $lines = file($log, FILE_IGNORE_NEW_LINES);
+        self::assertCount(2, $lines, implode("\n", $lines));
+        self::assertMatchesRegularExpression('/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ' . preg_quote($line, '/') . '/', $lines[0]);
+        self::assertMatchesRegularExpression('/^\S+ ' . preg_quote('cron_guard: record lock="redis key \'cron:sync\' at 127.0.0.1:' . $port
+            . '" outcome="release_failed: CronLock\\\\ConnectionException" waited_ms=', '/') . '\d+ held_ms=\d+ holder=/', $lines[1]);
+        $stdout = explode("\n", trim($p->stdout()));
+        self::assertSame('RUNNING', array_shift($stdout));
+        self::assertSame('THROWN CronLock\ConnectionException', array_pop($stdout), "D8: the job returned, so the release's exception is thrown");
+        $told = array_map(static fn ($l) => json_decode($l, true, 512, JSON_THROW_ON_ERROR), $stdout);
+        self::assertCount(2, $told, $p->stdout());
+        self::assertSame(['error', 'release_failed', $outcome], [$told[0][0], $told[0][2], $told[0][3]]);
+        self::assertStringStartsWith($line, $told[0][1]);
+        self::assertSame(['info', 'record', $outcome], [$told[1][0], $told[1][2], $told[1][3]]);
+    }
+
+    /**
+     * A job that threw keeps its outcome (failed: <its class>) and is what
+     * cron_guard() throws; the failing release is still reported, once. A
+     * job that called exit() records release_failed, as one that returned.
+     */
+    public function testAFailingReleaseAfterAJobThatThrewOrExitedKeepsTheJobsOutcome(): void
+    {
+        $code = <<<'PHP'
+            final class BrokenRelease implements CronLock\Lock {
+                private bool $held = false;
+                public function acquire(float $timeout = 0.0): bool { return $this->held = true; }
+                public function renew(?float $ttl = null): bool { return $this->held; }
+                public function release(): bool { throw new UnexpectedValueException('release broke'); }
+                public function isHeld(): bool { return $this->held; }
+            }
+            $lock = new BrokenRelease();
+            $options = ['log' => 'none', 'record' => 'runs', 'logger' => function ($level, $line, $context) {
+                echo $context['event'], ' ', $context['outcome'], "\n";
+            }];
+            PHP;
+        $p = Proc::run($code . <<<'PHP'
+            try {
+                cron_guard(function () { throw new DomainException('job broke'); }, $lock, $options);
+            } catch (Throwable $e) {
+                echo 'THROWN ', get_class($e), ' ', $e->getMessage(), "\n";
+            }
+            PHP);
+        self::assertSame("release_failed failed: DomainException\nrecord failed: DomainException\nTHROWN DomainException job broke\n", $p->stdout(), $p->stderr());
+        $lines = self::errorLines($p);
+        self::assertCount(1, $lines, $p->stderr());
+        self::assertSame('cron_guard: releasing lock BrokenRelease failed: release broke', $lines[0]);
+
+        $p = Proc::run($code . 'cron_guard(function () { exit(4); }, $lock, $options);');
+        self::assertSame(4, $p->exitCode(), $p->stderr());
+        self::assertSame("release_failed release_failed: UnexpectedValueException\nrecord release_failed: UnexpectedValueException\n", $p->stdout());
+        self::assertCount(1, self::errorLines($p), $p->stderr());
+    }
+
     // ------------------------------------------------- 4. per-run record
 
     /** waited and held are what the job measured, within 50 ms. */

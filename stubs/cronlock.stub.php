@@ -821,11 +821,13 @@ namespace {
      * - An exception from acquire() (Redis down) propagates as it is, with or without
      *   on_busy; it is never taken for busy.
      * - A release() that throws is logged ("cron_guard: releasing lock <what> failed:
-     *   <message>") and thrown when the job returned normally; when the job threw, the job's
-     *   exception propagates. A release() that calls exit() (or runs out of memory, or
-     *   suspends a Fiber that is then destroyed) ends the script (or Fiber) as it would
-     *   anywhere; after a fatal error the exit status is exit()'s, and the other locks are
-     *   still released.
+     *   <message>") as a lost hold is: to error_log() once, to syslog or the log file when
+     *   that is the destination, and to the logger (event release_failed); it is thrown when
+     *   the job returned normally; when the job threw, the job's exception propagates. A
+     *   release() that calls exit() (or runs out of memory, or suspends a Fiber that is then
+     *   destroyed) ends the script (or Fiber) as it would anywhere; after a fatal error the
+     *   exit status is exit()'s, the other locks are still released, and a failing release
+     *   goes to error_log() alone.
      * - A lost hold is always reported: found at Guard::renew() (false), Guard::expired()
      *   or Guard::lost() (the lock no longer believes it holds: a Redis renewal that found
      *   the key gone), and at the job's end (release()'s own answer; File: one stat(2) of
@@ -840,9 +842,11 @@ namespace {
      *   holder is `-`), or JSON `{"time":"2026-12-01T14:50:00Z","lock":"sync-orders",
      *   "outcome":"ran","waited_ms":3,"held_ms":1520,"holder":"41327@web1"}` (always these
      *   keys; holder null when unknown). outcome: `ran`, `skipped: busy`, `skipped:
-     *   interrupted`, `failed: <exception class>` (the job threw), `lost`. holder: this
-     *   run when it ran, the holder when skipped. exit() in the job is `ran`; after a fatal
-     *   error in the job there is no record (PHP's own fatal error line tells it).
+     *   interrupted`, `failed: <exception class>` (the job threw; also when its release then
+     *   failed), `release_failed: <exception class>` (the job returned or called exit(), and
+     *   release() threw that), `lost`. holder: this run when it ran, the holder when
+     *   skipped. exit() in the job is `ran`; after a fatal error in the job there is no
+     *   record (PHP's own fatal error line tells it).
      *
      * Example (crontab: `* * * * * php /srv/app/sync_orders.php`):
      * ```php
@@ -880,9 +884,9 @@ namespace {
      *        'logger': a callable ($level, $message, $context) or a PSR-3 logger (any object
      *        with log($level, $message, array $context)): receives every line with its
      *        PSR-3 level (notice, warning, error, info) and the context ['event' => busy |
-     *        stuck | interrupted | lost | record, 'time', 'lock', 'outcome', 'waited_ms',
-     *        'held_ms', 'holder'], whatever the destination ('log' => 'none' for the logger
-     *        alone); what it throws is logged to error_log(), never propagated;
+     *        stuck | interrupted | lost | release_failed | record, 'time', 'lock', 'outcome',
+     *        'waited_ms', 'held_ms', 'holder'], whatever the destination ('log' => 'none' for
+     *        the logger alone); what it throws is logged to error_log(), never propagated;
      *        'once_per': seconds (0.001 to 10 years), CronLock\Redis only (any other lock:
      *        \ValueError): at most one run per window of that length aligned to the Unix epoch
      *        on the Redis server's clock (TIME), across all hosts whatever their clock skew.

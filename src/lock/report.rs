@@ -119,6 +119,9 @@ pub enum Outcome {
     SkippedInterrupted,
     /// The job threw this class.
     Failed(String),
+    /// The job returned (or called `exit()`), and its release threw this
+    /// class.
+    ReleaseFailed(String),
     /// The job ran, and the hold was lost while it did.
     Lost,
 }
@@ -130,6 +133,7 @@ impl Outcome {
             Outcome::SkippedBusy => "skipped: busy".to_owned(),
             Outcome::SkippedInterrupted => "skipped: interrupted".to_owned(),
             Outcome::Failed(class) => format!("failed: {class}"),
+            Outcome::ReleaseFailed(class) => format!("release_failed: {class}"),
             Outcome::Lost => "lost".to_owned(),
         }
     }

@@ -21,7 +21,10 @@
 //!   `Guard::expired()` or `Guard::lost()`, and always at the job's end
 //!   (release()'s own answer; File: the path, which unlocking never checks),
 //!   it is logged once when noticed and once at the end (`'on_lost' =>
-//!   'throw'` turns it into an exception at the next check).
+//!   'throw'` turns it into an exception at the next check);
+//! - a failing release is reported as a lost hold is (error log once, the
+//!   destination, the logger), and its record says `release_failed`, not
+//!   `failed` (the job threw), unless the job did throw (D8).
 
 use super::args::{Callback, LockOrName, OptionsArray};
 use super::engine;
@@ -319,7 +322,12 @@ pub fn cron_guard(job: Callback, lock: LockOrName, options: OptionsArray) -> Php
         // Not ours to release (D2): the caller's hold, checked by its
         // own acquire() above.
         let result = job.0.try_call(vec![&guard]).unwrap_or_default();
-        finish(&run, &lock, Released::NotLast);
+        finish(
+            &run,
+            &lock,
+            engine::pending_exception_class(),
+            Released::NotLast,
+        );
         return Ok(result);
     }
 
@@ -329,6 +337,7 @@ pub fn cron_guard(job: Callback, lock: LockOrName, options: OptionsArray) -> Php
         let result = job.0.try_call(vec![&guard]);
         // An exception from the job is pending in the engine and
         // propagates unchanged; the return value is then ignored.
+        let job_threw = engine::pending_exception_class();
         if part.is_last() {
             let survived = lock
                 .object_mut()
@@ -338,11 +347,8 @@ pub fn cron_guard(job: Callback, lock: LockOrName, options: OptionsArray) -> Php
                 run.lose(&lock, "", false);
             }
         }
-        let released = part.release();
-        if let Ok(released) = &released {
-            finish(&run, &lock, *released);
-        }
-        released.map(|_| result)
+        finish(&run, &lock, job_threw, part.release());
+        result
     }));
     let Ok(result) = outcome else {
         // A fatal error (or another bailout) in the job, in a Fiber it
@@ -357,13 +363,34 @@ pub fn cron_guard(job: Callback, lock: LockOrName, options: OptionsArray) -> Php
         // left on this frame that needs dropping.
         unsafe { bailout() }
     };
-    Ok(result?.unwrap_or_default())
+    Ok(result.unwrap_or_default())
 }
 
-/// The job's end: a loss release() found, the lost line, the record.
-fn finish(run: &Run, lock: &Zval, released: Released) {
-    if matches!(released, Released::Answered(false)) {
-        run.lose(lock, "release() returned false", false);
+/// The job's end: a failing release's line, a loss release() found, the
+/// lost line, the record. `job_threw`: the class of the job's exception.
+fn finish(run: &Run, lock: &Zval, job_threw: Option<String>, released: Released) {
+    let release_failure = match released {
+        Released::Failed(failure) => Some(failure),
+        Released::Answered(false) => {
+            run.lose(lock, "release() returned false", false);
+            None
+        }
+        Released::NotLast | Released::Answered(true) | Released::Unanswered => None,
+    };
+    // The job's exception is what cron_guard() throws, so the record names
+    // it; a release failure thrown after a job that returned comes next.
+    let outcome = match (job_threw, &release_failure) {
+        (Some(class), _) => Outcome::Failed(class),
+        (None, Some(failure)) => Outcome::ReleaseFailed(failure.class.clone()),
+        (None, None) if run.loss.borrow().is_some() => Outcome::Lost,
+        (None, None) => Outcome::Ran,
+    };
+    if let Some(failure) = &release_failure {
+        run.report.failure(
+            "release_failed",
+            &failure.line,
+            &run.fields(outcome.clone()),
+        );
     }
     if let Some(words) = run.loss_words() {
         let line = format!(
@@ -373,11 +400,6 @@ fn finish(run: &Run, lock: &Zval, released: Released) {
         run.report
             .failure("lost", &line, &run.fields(Outcome::Lost));
     }
-    let outcome = match engine::pending_exception_class() {
-        Some(class) => Outcome::Failed(class),
-        None if run.loss.borrow().is_some() => Outcome::Lost,
-        None => Outcome::Ran,
-    };
     run.report.record(&run.fields(outcome));
 }
 

@@ -12,18 +12,20 @@
 //!   their end there (the child's `exit()`, fatal error or return) must not
 //!   release the parent's hold, as a lock class of the user's own would
 //!   free it for both (`lock::owner`);
-//! - a failing release is logged, and thrown only when nothing else is
-//!   pending (D8); an `exit()` in it keeps unwinding;
+//! - a failing release is thrown only when nothing else is pending (D8),
+//!   and handed back for the run's report to log (a release outside one,
+//!   after a fatal error, is logged to the error log); an `exit()` in it
+//!   keeps unwinding;
 //! - after a fatal error every hold of the thread is released, with the
 //!   memory limit lifted, before shutdown functions run;
 //! - no zval outlives the request: what a Fiber left suspended is let go
 //!   at RSHUTDOWN without a destructor call.
 
 use super::engine;
+use super::exceptions;
 use super::lock_classes::describe;
 use crate::error::Error;
 use crate::lock::owner::Owner;
-use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendObject, Zval};
@@ -110,15 +112,23 @@ fn leave(id: u64) -> Option<Zval> {
 }
 
 /// How one guard's end left the hold.
-#[derive(Clone, Copy)]
 pub enum Released {
     /// Other guards on it still run (or it is not this process's).
     NotLast,
     /// release() answered: false means the hold was already gone.
     Answered(bool),
-    /// release() failed (logged, and thrown when nothing was pending) or
-    /// ended the script.
-    Failed,
+    /// release() threw or could not be called: for the run's report to
+    /// log; thrown when nothing was pending (D8).
+    Failed(ReleaseFailure),
+    /// release() ended the script (`exit()`, out of memory) or its Fiber.
+    Unanswered,
+}
+
+/// A release that failed: its "releasing lock … failed" line and the
+/// class of what it threw.
+pub struct ReleaseFailure {
+    pub line: String,
+    pub class: String,
 }
 
 impl GuardPart {
@@ -135,75 +145,85 @@ impl GuardPart {
     }
 
     /// Releases the lock when this is the last guard on it. A failing
-    /// release is logged; it is also thrown when nothing else is
-    /// pending (D8), while a job's exception or `exit()` keeps
-    /// propagating.
-    pub fn release(self) -> PhpResult<Released> {
+    /// release is the caller's to log (it goes through the run's
+    /// report); it is also thrown when nothing else is pending (D8),
+    /// while a job's exception or `exit()` keeps propagating.
+    pub fn release(self) -> Released {
         let this = ManuallyDrop::new(self);
         let Some(lock) = leave(this.id) else {
-            return Ok(Released::NotLast);
+            return Released::NotLast;
         };
-        let answer = if ExecutorGlobals::has_exception() {
+        if ExecutorGlobals::has_exception() {
             // The job threw, called exit(), or died of memory_limit,
             // which PHP unwinds like exit(): there may be no memory
             // left to call release() with.
             engine::with_room_for_cleanup(|| {
-                engine::with_exception_set_aside(|| release_logged(&lock, false))
-            })?
+                engine::with_exception_set_aside(|| call_release(&lock, false))
+            })
         } else {
-            release_logged(&lock, true)?
-        };
-        Ok(answer.map_or(Released::Failed, Released::Answered))
+            call_release(&lock, true)
+        }
     }
 }
 
 impl Drop for GuardPart {
     fn drop(&mut self) {
         if let Some(lock) = leave(self.id) {
-            let _ = engine::with_exception_set_aside(|| release_logged(&lock, false));
+            engine::with_exception_set_aside(|| release_unreported(&lock));
         }
     }
 }
 
-/// How a release failed: it threw, or it could not be called at all.
-enum ReleaseFailure {
-    Threw(ZBox<ZendObject>),
-    NotCalled(Error),
-}
-
-/// Calls `$lock->release()`: its answer, `None` when it failed or ended
-/// the script. On failure logs "releasing lock … failed" and, when
-/// `rethrow`, throws the failure (else it is only logged).
-/// An `exit()` in it (or PHP's out-of-memory error, or the destruction
-/// of a Fiber suspended in it) is no failure: it keeps unwinding, as it
-/// would from any other function.
-fn release_logged(lock: &Zval, rethrow: bool) -> PhpResult<Option<bool>> {
+/// Calls `$lock->release()` and says how it went. On failure, when
+/// `rethrow`, the failure is thrown (else only returned, for the caller
+/// to log). An `exit()` in it (or PHP's out-of-memory error, or the
+/// destruction of a Fiber suspended in it) is no failure: it keeps
+/// unwinding, as it would from any other function.
+fn call_release(lock: &Zval, rethrow: bool) -> Released {
     let called = lock.try_call_method("release", vec![]);
     if engine::exit_unwinding() {
-        return Ok(None);
+        return Released::Unanswered;
     }
-    let (message, failure) = match (ExecutorGlobals::take_exception(), called) {
-        (Some(thrown), _) => (exception_message(&thrown), ReleaseFailure::Threw(thrown)),
+    let (message, class, thrown) = match (ExecutorGlobals::take_exception(), called) {
+        (Some(thrown), _) => (
+            exception_message(&thrown),
+            thrown.get_class_name().unwrap_or_default(),
+            Ok(thrown),
+        ),
         (None, Err(e)) => {
             let e = Error::Lock(format!("release() could not be called: {e}"));
-            (e.to_string(), ReleaseFailure::NotCalled(e))
+            let class = exceptions::lock_exception().name().unwrap_or_default();
+            (e.to_string(), class.to_owned(), Err(e))
         }
-        (None, Ok(answer)) => return Ok(Some(answer.bool().unwrap_or(false))),
+        (None, Ok(answer)) => return Released::Answered(answer.bool().unwrap_or(false)),
     };
-    // Logged first: with an exception pending, error_log() cannot run.
-    engine::error_log(&format!(
-        "cron_guard: releasing lock {} failed: {message}",
-        describe(lock)
-    ));
-    if !rethrow {
-        return Ok(None);
-    }
-    match failure {
-        ReleaseFailure::Threw(thrown) => {
-            let _ = ext_php_rs::exception::throw_object(thrown.into_zval(false)?);
-            Ok(None)
+    // Made before the throw: no PHP code runs with an exception pending.
+    let failure = ReleaseFailure {
+        line: format!(
+            "cron_guard: releasing lock {} failed: {message}",
+            describe(lock)
+        ),
+        class,
+    };
+    if rethrow {
+        match thrown {
+            Ok(thrown) => {
+                if let Ok(thrown) = thrown.into_zval(false) {
+                    let _ = ext_php_rs::exception::throw_object(thrown);
+                }
+            }
+            Err(e) => PhpException::from(e).throw(),
         }
-        ReleaseFailure::NotCalled(e) => Err(e.into()),
+    }
+    Released::Failed(failure)
+}
+
+/// A release outside every run's report (a guard part dropped by a Rust
+/// panic, the sweep after a fatal error): its failure goes to PHP's
+/// error log.
+fn release_unreported(lock: &Zval) {
+    if let Released::Failed(failure) = call_release(lock, false) {
+        engine::error_log(&failure.line);
     }
 }
 
@@ -230,9 +250,7 @@ pub fn release_all_after_fatal() {
         for shared in all.iter().rev() {
             engine::with_exception_set_aside(|| {
                 // A fatal error in one release() leaves the others to do.
-                let released = try_catch(AssertUnwindSafe(|| {
-                    let _ = release_logged(&shared.lock, false);
-                }));
+                let released = try_catch(AssertUnwindSafe(|| release_unreported(&shared.lock)));
                 if released.is_err() {
                     engine::restore_frame(frame);
                 }

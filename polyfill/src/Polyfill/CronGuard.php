@@ -134,12 +134,15 @@ final class CronGuard
             throw $e;
         } finally {
             try {
-                $released = self::finish($hold, $lock, $returned, $run);
+                list($released, $releaseFailure) = self::finish($hold, $lock, $run);
             } catch (\Throwable $e) {
-                $run->finish(null, $failed !== null ? $failed : $e);
+                $run->finish(null, $failed !== null ? $failed : $e, null);
                 throw $e;
             }
-            $run->finish($released, $failed);
+            $run->finish($released, $failed, $releaseFailure);
+            if ($releaseFailure !== null && $returned) {
+                throw $releaseFailure[0]; // D8: the job returned, so nothing else is thrown
+            }
         }
         return $result;
     }
@@ -215,56 +218,60 @@ final class CronGuard
             if (!$fatal && $lock instanceof File && !$lock->renew()) {
                 $shared[4]->lose('', false);
             }
-            $released = null;
-            try {
-                $released = (bool) $lock->release();
-            } catch (\Throwable $e) {
-                self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
-            }
+            list($released, $releaseFailure) = self::release($lock);
             if (!$fatal) {
-                $shared[4]->finish($released, null); // after exit(): the job ran
+                $shared[4]->finish($released, null, $releaseFailure); // after exit(): the job ran
+            } elseif ($releaseFailure !== null) {
+                self::log($releaseFailure[1]); // a fatal error: no run's report, the error log
             }
         }
     }
 
     /**
-     * One guard of a hold ended: the last one releases it. D8: a failing release is logged;
-     * thrown only when the job returned normally.
+     * One guard of a hold ended: the last one releases it. D8: a failing release is handed
+     * back for the run's report to log; run() throws it only when the job returned normally.
      *
      * At the job's end, whether the hold survived: File's path is checked first (unlocking never
      * looks at it), else release()'s own answer says.
      *
      * @param array{0: string, 1: int}|null $hold key and id; null: not ours (D2)
-     * @return bool|null release()'s answer (false: the hold was gone); null when not released here
+     * @return array{0: ?bool, 1: ?array{0: \Throwable, 1: string}} as release(); [null, null] when not released here
      */
-    private static function finish($hold, Lock $lock, bool $jobReturned, Run $run)
+    private static function finish($hold, Lock $lock, Run $run): array
     {
         if ($hold === null) {
-            return null; // D2: not ours to release
+            return [null, null]; // D2: not ours to release
         }
         list($key, $id) = $hold;
         if (!isset(self::$active[$key]) || self::$active[$key][2] !== $id) {
-            return null; // released at shutdown already
+            return [null, null]; // released at shutdown already
         }
         if (--self::$active[$key][1] > 0) {
-            return null; // another guard's job on it still runs
+            return [null, null]; // another guard's job on it still runs
         }
         $takenBy = self::$active[$key][3];
         unset(self::$active[$key]);
         if ($takenBy !== Process::pid()) {
-            return null; // the parent's hold, inherited by this fork child
+            return [null, null]; // the parent's hold, inherited by this fork child
         }
         if ($lock instanceof File && !$lock->renew()) {
             $run->lose('', false);
         }
+        return self::release($lock);
+    }
+
+    /**
+     * $lock->release(): its answer (false: the hold was gone), or null and what it threw with
+     * its "releasing lock ... failed" line.
+     *
+     * @return array{0: ?bool, 1: ?array{0: \Throwable, 1: string}}
+     */
+    private static function release(Lock $lock): array
+    {
         try {
-            return (bool) $lock->release();
+            return [(bool) $lock->release(), null];
         } catch (\Throwable $e) {
-            self::log('cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage());
-            if ($jobReturned) {
-                throw $e;
-            }
-            return null;
+            return [null, [$e, 'cron_guard: releasing lock ' . self::what($lock) . ' failed: ' . $e->getMessage()]];
         }
     }
 

@@ -6,7 +6,7 @@ namespace CronLock\Polyfill;
  * Where cron_guard()'s lines go, and their words, as the extension's
  * src/php/report.rs and src/lock/report.rs send and write them:
  * 'log' ($CRONLOCK_LOG, cronlock.log: syslog by default) for skips and
- * records, PHP's error log for failures (a lost hold; decision D19), the 'logger' for
+ * records, PHP's error log for failures (a lost hold, a failing release; decision D19), the 'logger' for
  * every line. syslog() without openlog(): the ident and facility stay the
  * user's (syslog.ident, syslog.facility, or their own openlog()). A log file
  * gets one write per line, opened for appending. A logger that throws
@@ -79,7 +79,7 @@ final class Report
         $this->tellLogger($level, $event, $line, $fields);
     }
 
-    /** A failure (a lost hold): PHP's error log always, syslog or the log file when that is the destination, the logger. */
+    /** A failure (a lost hold, a failing release): PHP's error log always, syslog or the log file when that is the destination, the logger. */
     public function failure(string $event, string $line, array $fields)
     {
         error_log(Args::escapeControls($line, true));

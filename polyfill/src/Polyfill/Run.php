@@ -97,16 +97,32 @@ final class Run
         }
     }
 
-    /** The job's end: a loss release() found, the lost line, the record. */
-    public function finish(?bool $released, ?\Throwable $failed)
+    /**
+     * The job's end: a failing release's line, a loss release() found, the lost line, the record.
+     *
+     * @param ?\Throwable $failed what the job threw
+     * @param ?array{0: \Throwable, 1: string} $releaseFailure what release() threw, and its line
+     */
+    public function finish(?bool $released, ?\Throwable $failed, ?array $releaseFailure)
     {
         if ($released === false) {
             $this->lose('release() returned false', false);
         }
+        // The job's exception is what cron_guard() throws, so the record names it; a release
+        // failure thrown after a job that returned comes next.
+        if ($failed !== null) {
+            $outcome = 'failed: ' . get_class($failed);
+        } elseif ($releaseFailure !== null) {
+            $outcome = 'release_failed: ' . get_class($releaseFailure[0]);
+        } else {
+            $outcome = $this->loss !== null ? 'lost' : 'ran';
+        }
+        if ($releaseFailure !== null) {
+            $this->report->failure('release_failed', $releaseFailure[1], $this->fields($outcome));
+        }
         if ($this->loss !== null) {
             $this->report->failure('lost', "cron_guard: lock {$this->what} was lost during the run ({$this->lossWords()}); another run may have started", $this->fields('lost'));
         }
-        $outcome = $failed !== null ? 'failed: ' . get_class($failed) : ($this->loss !== null ? 'lost' : 'ran');
         $this->report->record($this->fields($outcome));
     }
 
