@@ -464,9 +464,11 @@ namespace CronLock {
         public function renew(?float $ttl = null): bool {}
 
         /**
-         * Token-checked DEL; false (key untouched) when it is no longer ours. Sent once
-         * more on a new connection when the connection broke; a key found gone on that
-         * second try counts as released (the first try most likely deleted it).
+         * Token-checked DEL; false (key untouched) when it is no longer ours, or gone. Sent
+         * once more on a new connection when the connection broke; a key found gone on
+         * that second try is false too (a server restarted without persistence lost it, and
+         * another run may have taken it since: cron_guard() reports the hold lost), even
+         * though a first try whose reply was lost may have deleted it.
          * After an acquire() that got no answer (see there): true when the key held
          * its token and was deleted.
          *
@@ -845,7 +847,8 @@ namespace {
      *   interrupted`, `failed: <exception class>` (the job threw; also when its release then
      *   failed), `release_failed: <exception class>` (the job returned or called exit(), and
      *   release() threw that), `lost`. holder: this run when it ran, the holder when
-     *   skipped. exit() in the job is `ran`; after a fatal error in the job there is no
+     *   skipped. held_ms: until released, or until the loss of a `lost` hold was found.
+     *   exit() in the job is `ran`; after a fatal error in the job there is no
      *   record (PHP's own fatal error line tells it).
      *
      * Example (crontab: `* * * * * php /srv/app/sync_orders.php`):

@@ -485,12 +485,12 @@ final class Redis implements Lock, \Serializable
     private function leaveToExpire(string $token, int $windowEnd, &$reply = null): bool
     {
         try {
-            list($reply, $retried) = $this->run(Scripts::get(Scripts::END_WINDOW), [$this->key], [$token, $windowEnd, $this->key . ':released']);
+            list($reply) = $this->run(Scripts::get(Scripts::END_WINDOW), [$this->key], [$token, $windowEnd, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('leave to expire', $f);
         }
-        // -1 as for release: our first try most likely deleted it.
-        return (int) $reply === 1 || (int) $reply === 2 || ((int) $reply === -1 && $retried);
+        // -1 as for release: no key is a lost hold.
+        return (int) $reply === 1 || (int) $reply === 2;
     }
 
     /** @throws LockException */
@@ -527,13 +527,15 @@ final class Redis implements Lock, \Serializable
     private function deleteIfOurs(string $token, &$reply = null): bool
     {
         try {
-            list($reply, $retried) = $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
+            list($reply) = $this->run(Scripts::get(Scripts::RELEASE), [$this->key], [$token, $this->key . ':released']);
         } catch (RedisFailure $f) {
             throw $this->failure('release', $f); // not held any more; the key expires by its TTL
         }
-        // -1, no key at all, after a broken connection: most likely our
-        // first try deleted it and its reply was lost; nobody else holds it.
-        return (int) $reply === 1 || ((int) $reply === -1 && $retried);
+        // -1, no key at all, also after a broken connection, is a lost hold
+        // (D20): a server restarted without persistence lost it, and another
+        // run may have taken it meanwhile; a first try's lost reply after it
+        // deleted the key is reported so too (a false alarm, never a silent loss).
+        return (int) $reply === 1;
     }
 
     /** Local and cheap, no round trip: what this object believes (D4); renew() or acquire() ask the server. */

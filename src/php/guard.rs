@@ -85,8 +85,24 @@ impl Run {
             lock: self.record_name.clone(),
             outcome,
             waited: self.waited,
-            held: self.acquired.elapsed(),
+            held: self.held(),
             holder: Some(format!("{}@{}", current_pid(), hostname())),
+        }
+    }
+
+    /// How long the hold lasted: until now, or until its loss was found
+    /// (a hold lost mid-job is not held after that).
+    fn held(&self) -> Duration {
+        let elapsed = self.acquired.elapsed();
+        let Some(lost_at) = self.loss.borrow().as_ref().map(|loss| loss.at) else {
+            return elapsed;
+        };
+        match SystemTime::now().checked_sub(elapsed) {
+            Some(acquired_at) => lost_at
+                .duration_since(acquired_at)
+                .unwrap_or(Duration::ZERO)
+                .min(elapsed),
+            None => elapsed,
         }
     }
 

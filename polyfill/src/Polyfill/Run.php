@@ -32,7 +32,9 @@ final class Run
     private $waited;
     /** @var float */
     private $acquired;
-    /** @var array{0: int, 1: string}|null when (Unix seconds) and why */
+    /** @var float Unix time of the acquire, for a loss's time */
+    private $acquiredAt;
+    /** @var array{0: float, 1: string}|null when (Unix seconds) and why */
     private $loss;
 
     public function __construct(Lock $lock, string $what, string $recordName, Report $report, bool $onLostThrow, float $waited)
@@ -44,6 +46,7 @@ final class Run
         $this->onLostThrow = $onLostThrow;
         $this->waited = $waited;
         $this->acquired = Process::now();
+        $this->acquiredAt = microtime(true);
     }
 
     /** @return array{lock: string, outcome: string, waited_ms: int, held_ms: int, holder: ?string} */
@@ -53,15 +56,22 @@ final class Run
             'lock' => $this->recordName,
             'outcome' => $outcome,
             'waited_ms' => (int) floor($this->waited * 1000),
-            'held_ms' => (int) floor((Process::now() - $this->acquired) * 1000),
+            'held_ms' => (int) floor($this->held() * 1000),
             'holder' => Process::pid() . '@' . Process::hostname(),
         ];
+    }
+
+    /** Seconds the hold lasted: until now, or until its loss was found (not held after that). */
+    private function held(): float
+    {
+        $held = Process::now() - $this->acquired;
+        return $this->loss === null ? $held : max(0.0, min($held, $this->loss[0] - $this->acquiredAt));
     }
 
     /** `at 14:52:07Z: the key holds another token`; null while held. */
     public function lossWords(): ?string
     {
-        return $this->loss === null ? null : 'at ' . Report::clock($this->loss[0]) . ': ' . $this->loss[1];
+        return $this->loss === null ? null : 'at ' . Report::clock((int) floor($this->loss[0])) . ': ' . $this->loss[1];
     }
 
     public function lost(): bool
@@ -146,8 +156,8 @@ final class Run
             $found = \Closure::bind(function () {
                 return $this->lossFound();
             }, $lock, Redis::class)();
-            return $found !== null ? [(int) floor($found[0]), $found[1]] : [time(), "the key no longer holds this lock's token"];
+            return $found !== null ? [(float) $found[0], $found[1]] : [microtime(true), "the key no longer holds this lock's token"];
         }
-        return [time(), self::reason($lock, $fallback)];
+        return [microtime(true), self::reason($lock, $fallback)];
     }
 }

@@ -725,10 +725,10 @@ impl RedisLock {
             "leave to expire",
             Some(release_deadline(valid)),
             &|conn| invocation.invoke::<i64>(conn),
-            // -1 as for release: our first try most likely deleted it
-            // (or, for Redlock, a minority master never had it).
-            |reply, retried| {
-                let yes = reply == 1 || reply == 2 || (reply == -1 && (retried || redlock));
+            // -1 as for release: no key is a lost hold (D20), except on a
+            // Redlock master that never had it (a minority).
+            |reply, _retried| {
+                let yes = reply == 1 || reply == 2 || (reply == -1 && redlock);
                 noting_refusal(refusal, reply, yes)
             },
         )
@@ -765,8 +765,12 @@ impl RedisLock {
     ) -> Result<bool> {
         let invocation = self.target.release_invocation(token);
         let redlock = self.topology.some_may_lack_the_key();
-        // No key at all after a broken connection: most likely our first
-        // try deleted it and its reply was lost; nobody else holds it. For
+        // No key at all is a lost hold (D20), also when the command was
+        // sent again after a broken connection: a server that restarted
+        // without persistence lost the key, and another run may have taken
+        // it meanwhile (an outside operator saw a silent double run). The
+        // first try's reply lost after it deleted the key would be
+        // reported so too: a false alarm, never a silent loss. For
         // Redlock, a master that never granted (or lost) the key is no
         // reason to report a held lock as not held.
         self.topology.yes_or_no(
@@ -774,12 +778,8 @@ impl RedisLock {
             "release",
             valid.map(release_deadline),
             &|conn| invocation.invoke::<i64>(conn),
-            |reply, retried| {
-                noting_refusal(
-                    refusal,
-                    reply,
-                    reply == 1 || (reply == -1 && (retried || redlock)),
-                )
+            |reply, _retried| {
+                noting_refusal(refusal, reply, reply == 1 || (reply == -1 && redlock))
             },
         )
     }
