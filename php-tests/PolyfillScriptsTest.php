@@ -44,7 +44,7 @@ final class PolyfillScriptsTest extends TestCase
     public function testEachImplementationNamesEveryFileAndCarriesNoLuaOfItsOwn(): void
     {
         $files = array_keys(self::files());
-        self::assertCount(5, $files);
+        self::assertCount(6, $files); // acquire, acquire_in_window, claim, end_window, release, renew
         preg_match_all('/script!\("(\w+)"\)/', (string) file_get_contents(dirname(__DIR__) . '/src/lock/redis/scripts.rs'), $m);
         $rust = $m[1];
         sort($rust);
@@ -105,7 +105,7 @@ final class PolyfillScriptsTest extends TestCase
     }
 
     /**
-     * A child of one implementation acquires, renews and releases, and runs a once-per guard
+     * A child of one implementation acquires, renews, releases and claims, and runs a once-per guard
      * (the window's acquire and end): every script once. The server's cache then holds the
      * files' SHA1s and nothing else.
      *
@@ -117,7 +117,7 @@ final class PolyfillScriptsTest extends TestCase
         $key = 'scripts:' . getmypid() . ':' . bin2hex(random_bytes(3));
         $code = '$lock = ' . self::lockCode(self::$server->dsn(), $key, 30.0) . ";\n" . <<<'PHP'
             $polyfill = !extension_loaded('cronlock');
-            if (!$lock->acquire(0) || !$lock->renew() || !$lock->release()) { exit(2); }
+            if (!$lock->acquire(0) || !$lock->renew() || !$lock->release() || !$lock->claim('w', 5.0)) { exit(2); }
             cron_guard(static function () {}, $lock, ['once_per' => 3600]);
             echo $polyfill ? "polyfill\n" : "extension\n";
             PHP;
