@@ -6,6 +6,7 @@ namespace CronLock\Tests;
 
 use CronLock\Tests\Support\CliTestHelpers;
 use CronLock\Tests\Support\FileTestHelpers;
+use CronLock\Tests\Support\PublicCopy;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -299,6 +300,15 @@ final class CliStatusFileTest extends TestCase
         $impl = self::extensionBuilt() ? 'extension' : 'polyfill';
         [$php] = self::phpFor($impl);
         $bin = self::cronlockBin();
+        if ($user !== null) {
+            // copies the user can read where the checkout is closed to it (/root/cronlock)
+            $bin = PublicCopy::of($bin);
+            $php = array_map(static function (string $arg): string {
+                return preg_replace_callback('/^(extension|auto_prepend_file)=(.*)$/', static function (array $m): string {
+                    return $m[1] . '=' . PublicCopy::of($m[2]);
+                }, $arg) ?? $arg;
+            }, $php);
+        }
         $cronlock = implode(' ', array_map('escapeshellarg', array_merge($php, [$bin])));
         $script = implode(' && ', array_filter([
             'mount -t tmpfs -o mode=0755 cronlock-test /run',

@@ -397,7 +397,7 @@ final class CronGuardOperationsTest extends TestCase
 
     // ------------------------------------------------- 4. per-run record
 
-    /** waited and held are what the job measured, within 50 ms. */
+    /** waited and held agree with what the job measured. */
     public function testTheRecordsFiguresAreWhatTheJobMeasured(): void
     {
         $stop = "{$this->dir}/stop";
@@ -424,9 +424,13 @@ final class CronGuardOperationsTest extends TestCase
         self::assertSame('ran', $record['outcome']);
         self::assertSame('measured', $record['lock']);
         self::assertSame($p->pid() . '@' . self::host(), $record['holder']);
+        // Bounds from the order of events, which no load can change (a 50 ms tolerance failed
+        // at load 14): the wait lies inside [called, began], the hold covers the 400 ms sleep and
+        // lies inside [called, end].
         self::assertGreaterThan(200, $record['waited_ms'], 'it waited for the holder');
-        self::assertEqualsWithDelta($job['waited'], $record['waited_ms'], 50.0);
-        self::assertEqualsWithDelta($end['held'], $record['held_ms'], 50.0);
+        self::assertLessThanOrEqual($job['waited'] + 1, $record['waited_ms'], 'the wait lies inside the call before the job');
+        self::assertGreaterThanOrEqual(400, $record['held_ms'], 'the hold covers the job');
+        self::assertLessThanOrEqual($job['waited'] + $end['held'] + 1, $record['held_ms'], 'the hold lies inside the call');
     }
 
     public function testTheTextRecordAndTheOutcomes(): void

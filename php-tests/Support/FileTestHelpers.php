@@ -118,6 +118,7 @@ trait FileTestHelpers
      */
     protected function requireRunnableAs(string $user, string $file): void
     {
+        $file = PublicCopy::of($file); // what the run as $user will load (see there)
         [$code] = $this->runCommand([...self::asUser($user), 'sh', '-c', 'test -x "$0" && test -r "$1"', PHP_BINARY, $file]);
         if ($code !== 0) {
             self::markTestSkipped(sprintf('needs %s to be executable and %s readable by user %s', PHP_BINARY, $file, $user));

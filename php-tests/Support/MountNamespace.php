@@ -150,10 +150,11 @@ final class MountNamespace
         foreach ($ini + ['cronlock.lock_dir' => ''] as $name => $value) {
             array_push($cmd, '-d', "$name=$value");
         }
+        // copies $user can read where the checkout is closed to it (/root/cronlock)
         if ($impl === 'extension') {
-            array_push($cmd, '-d', "extension=$extension");
+            array_push($cmd, '-d', 'extension=' . PublicCopy::of($extension));
         } elseif (($args[0] ?? '') === '-r') {
-            $args[1] = 'require ' . var_export(dirname(__DIR__, 2) . '/polyfill/bootstrap.php', true) . ";\n" . $args[1];
+            $args[1] = 'require ' . var_export(PublicCopy::of(dirname(__DIR__, 2) . '/polyfill/bootstrap.php'), true) . ";\n" . $args[1];
         }
         return $this->command(array_merge($cmd, $args), $cwd);
     }
