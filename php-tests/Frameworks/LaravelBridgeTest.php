@@ -231,6 +231,28 @@ final class LaravelBridgeTest extends LaravelTestCase
     }
 
     /**
+     * A Redis that cannot be reached skips the locked event, says why, and leaves the other
+     * events of the tick alone (an outside tester saw the scheduler's filter end the whole
+     * schedule:run, unlocked events too).
+     *
+     * @group extension-only
+     * not polyfill-specific: the bridge's own logic, the same whichever implementation is loaded
+     */
+    public function testAnUnreachableRedisSkipsTheLockedEventAndRunsTheOthers(): void
+    {
+        $app = $this->app(true);
+        $app->config('cronlock', ['backend' => 'redis', 'dsn' => 'redis://127.0.0.1:1', 'prefix' => 'app:']);
+        $app->schedule('$schedule->call(fn () => Job::run($journal, "locked", 0))->name("locked")->everyMinute()->withoutOverlapping();'
+            . "\n" . '$schedule->call(fn () => Job::run($journal, "plain", 0))->name("plain")->everyMinute();');
+        $tick = $app->tick(self::clock(0));
+        $tick->wait();
+        $labels = array_map(static fn (array $start): string => $start['label'] ?? '', $app->journal()->starts());
+        self::assertContains('plain', $labels, 'the event without a lock ran: ' . $tick->stdout() . $tick->stderr());
+        self::assertNotContains('locked', $labels, 'the locked event did not run without its lock');
+        self::assertStringContainsString('cronlock: skipping schedule-' . sha1('locked') . ' this tick: cannot connect to Redis', $tick->stdout() . $tick->stderr());
+    }
+
+    /**
      * @group extension-only
      * not polyfill-specific: the bridge's own logic (Laravel, ScheduleRewriter,
      * cronlock:run), the same whichever implementation is loaded; the polyfill's

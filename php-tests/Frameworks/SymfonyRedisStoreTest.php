@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace CronLock\Tests\Frameworks;
 
 use CronLock\Symfony\Store\RedisStore;
+use CronLock\Tests\Support\Proc;
 use CronLock\Tests\Support\RedisServer;
 use Symfony\Component\Lock\Exception\LockConflictedException;
 use Symfony\Component\Lock\Exception\LockExpiredException;
@@ -156,6 +157,31 @@ final class SymfonyRedisStoreTest extends SymfonyStoreTestCase
         self::assertTrue($lock->isAcquired(), 'renewed every third of the TTL while the process lives');
         $lock->release();
         self::assertFalse($lock->isAcquired());
+    }
+
+    /**
+     * A blocking acquire that waits longer than initial_ttl holds a key whose lifetime counts
+     * from the end of the wait (an outside tester's `--wait` of a console command threw
+     * LockExpiredException: "Failed to store the lock").
+     */
+    public function testABlockingWaitLongerThanTheInitialTtlGetsAFreshLifetime(): void
+    {
+        $resource = self::resource();
+        $holder = Proc::start(SymfonyApp::childPrelude() . sprintf('$store = new CronLock\Symfony\Store\RedisStore(%s, ["prefix" => "sf:", "initial_ttl" => 1.0, "auto_renew" => true]);', var_export(self::$redis->dsn(), true)) . '
+            $key = new Symfony\Component\Lock\Key($argv[1]);
+            $store->save($key);
+            echo "held\n";
+            usleep(2500000);
+            $store->delete($key);', [$resource]);
+        $holder->waitForLine('held', 20.0);
+        $lock = (new LockFactory($this->getStore(['initial_ttl' => 1.0, 'auto_renew' => true])))->createLock($resource, null);
+        $started = microtime(true);
+        self::assertTrue($lock->acquire(true), 'no LockExpiredException after a wait longer than initial_ttl');
+        self::assertGreaterThan(1.0, microtime(true) - $started, 'it waited past initial_ttl');
+        self::assertTrue($lock->isAcquired());
+        self::assertFalse($lock->isExpired());
+        $lock->release();
+        self::assertSame(0, $holder->wait());
     }
 
     private static function lockResource(\Symfony\Component\Lock\LockInterface $lock): string
