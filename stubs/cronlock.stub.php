@@ -310,7 +310,8 @@ namespace CronLock {
      *   script's own (pcntl_signal(), or SIG_IGN), installed before or during the hold,
      *   nothing changes: the handler runs and decides; the key stays held until released.
      *   A SIG_IGN inherited from the parent (nohup) counts as the script's; cronlock/polyfill
-     *   cannot see one and treats that signal as a default one (docs/polyfill.md).
+     *   usually cannot see one and then treats that signal as a default one: the key is
+     *   released and the process dies of it, never running on unlocked (docs/polyfill.md).
      *   A pcntl_fork() child's signal never releases its parent's keys.
      */
     final class Redis implements Lock
