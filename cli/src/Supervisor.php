@@ -53,7 +53,7 @@ final class Supervisor
      * The watchdog: reads the child's process group, then waits; a pipe that
      * ends before the second line (this process died) kills the group.
      */
-    const WATCHDOG_SCRIPT = 'trap "" INT HUP TERM QUIT; IFS= read -r group || exit 0; IFS= read -r done || kill -s KILL -- "-$group"';
+    const WATCHDOG_SCRIPT = 'trap "" INT HUP TERM QUIT; echo ready; IFS= read -r group || exit 0; IFS= read -r done || kill -s KILL -- "-$group"';
 
     /** @var string|null setpriv's path; null: none, the child runs without a parent-death signal */
     private $setpriv;
@@ -193,8 +193,17 @@ final class Supervisor
         $null = ['file', '/dev/null', 'w'];
         // A string, not an argv (PHP 7.4+): the shell PHP starts execs setsid, which execs the watchdog.
         $command = 'exec ' . implode(' ', array_map('escapeshellarg', [$this->setsid, '/bin/sh', '-c', self::WATCHDOG_SCRIPT, 'cronlock-watchdog']));
-        $process = proc_open($command, [0 => ['pipe', 'r'], 1 => $null, 2 => $null], $pipes);
+        $process = proc_open($command, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => $null], $pipes);
         if (!is_resource($process)) {
+            throw new \RuntimeException('cannot start the command: the watchdog (setsid sh) did not start');
+        }
+        // Its "ready" comes once it runs in a session of its own: until then a kill of this
+        // process's group would take it too, and the command's children would outlive us (a
+        // busy fresh machine found one so).
+        $ready = fgets($pipes[1]);
+        fclose($pipes[1]);
+        if ($ready !== "ready\n") {
+            proc_close($process);
             throw new \RuntimeException('cannot start the command: the watchdog (setsid sh) did not start');
         }
         return [$process, $pipes[0]];
