@@ -299,7 +299,14 @@ final class DatabaseServer
     {
         mkdir($this->dir . '/run', 0777, true);
         if ($this->kind === 'mysql') {
-            $this->run(['mariadb-install-db', '--no-defaults', '--datadir=' . $this->dir . '/data',
+            // A temporary directory of its own, for the bootstrap and the
+            // server: at start-up MariaDB deletes every #sql* file in its
+            // tmpdir, so a server started with the shared /tmp deletes the
+            // temporary tables of every other test server (those behind
+            // information_schema queries), and one of them died of signal
+            // 11 in the middle of `cronlock status` in the fresh root.
+            mkdir($this->dir . '/tmp', 0700);
+            $this->run(['mariadb-install-db', '--no-defaults', '--datadir=' . $this->dir . '/data', '--tmpdir=' . $this->dir . '/tmp',
                 '--auth-root-authentication-method=normal', '--skip-test-db', '--user=' . self::me()]);
             return;
         }
@@ -316,7 +323,7 @@ final class DatabaseServer
     {
         if ($this->kind === 'mysql') {
             $cmd = [self::which('mariadbd') ?? 'mariadbd', '--no-defaults', '--user=' . self::me(), '--datadir=' . $this->dir . '/data',
-                '--socket=' . $this->dir . '/run/mysqld.sock', '--port=' . $this->port, '--bind-address=127.0.0.1',
+                '--socket=' . $this->dir . '/run/mysqld.sock', '--tmpdir=' . $this->dir . '/tmp', '--port=' . $this->port, '--bind-address=127.0.0.1',
                 '--skip-name-resolve', '--pid-file=' . $this->dir . '/run/mysqld.pid', '--log-error=' . $this->dir . '/error.log',
                 '--innodb-buffer-pool-size=16M', '--skip-log-bin', '--max-connections=200', '--innodb-log-file-size=8M',
                 '--performance-schema=OFF'];
