@@ -72,6 +72,17 @@ function phpredis_on(int $port): Redis
     return $r;
 }
 
+/** A plain TCP stream to a Redis server, for RESP written by hand. */
+function raw_redis(int $port)
+{
+    $s = stream_socket_client("tcp://127.0.0.1:$port", $errno, $error, 2.0);
+    if ($s === false) {
+        throw new NotAvailable("Redis on port $port: $error");
+    }
+    stream_set_timeout($s, 2);
+    return $s;
+}
+
 /** @return list<string> */
 function ports(string $name): array
 {
@@ -283,6 +294,26 @@ function cycle_rows(): array
         },
         // Redlock, Sentinel, Cluster: each against its own floor -------------
         'redlock.floor' => function (): Closure {
+            // The masters asked at once, as cronlock asks them: each round
+            // trip writes a PING to every master, then reads every PONG, so
+            // a cycle costs one master's two round trips plus whatever the
+            // slowest master adds. Raw RESP on plain sockets: no client
+            // library can do it faster.
+            $masters = array_map(static fn ($port) => raw_redis((int) $port), ports('BENCH_REDLOCK_PORTS'));
+            return function () use ($masters): void {
+                foreach ([1, 2] as $_) {
+                    foreach ($masters as $s) {
+                        fwrite($s, "PING\r\n");
+                    }
+                    foreach ($masters as $s) {
+                        if (fgets($s) !== "+PONG\r\n") {
+                            throw new RuntimeException('no PONG from a Redlock master');
+                        }
+                    }
+                }
+            };
+        },
+        'redlock.serial' => function (): Closure {
             $masters = array_map(static fn ($port) => phpredis_on((int) $port), ports('BENCH_REDLOCK_PORTS'));
             return function () use ($masters): void {
                 foreach ([1, 2] as $_) {
@@ -298,6 +329,15 @@ function cycle_rows(): array
             return cronlock_cycle(new CronLock\Redis($dsns, 'bench:cronlock', 30.0));
         },
         'sentinel.floor' => function (): Closure {
+            // cronlock asks a sentinel on connect, after a failed or refused
+            // call and on -READONLY only: a cycle talks to the master alone.
+            $master = phpredis_on((int) env('BENCH_SENTINEL_MASTER_PORT'));
+            return function () use ($master): void {
+                $master->ping();
+                $master->ping();
+            };
+        },
+        'sentinel.asking' => function (): Closure {
             $sentinel = phpredis_on((int) ports('BENCH_SENTINEL_PORTS')[0]);
             $master = phpredis_on((int) env('BENCH_SENTINEL_MASTER_PORT'));
             return function () use ($sentinel, $master): void {
@@ -343,11 +383,15 @@ function userland_file(string $path): Closure
  * For a database row: a closure that says how many statements the server
  * has run for the benchmark's login so far, by the server's own counters
  * (MariaDB: Questions, less the one SHOW that asks; PostgreSQL:
- * pg_stat_statements, which bench/dbservers.php loads). Null otherwise.
+ * pg_stat_statements, which bench/dbservers.php loads; Redis: see
+ * redis_command_counter()). Null otherwise.
  */
 function statement_counter(string $row): ?Closure
 {
     $kind = explode('.', $row)[0];
+    if ($kind === 'redis') {
+        return redis_command_counter();
+    }
     if (!in_array($kind, ['mysql', 'pgsql'], true)) {
         return null;
     }
@@ -364,6 +408,26 @@ function statement_counter(string $row): ?Closure
     } catch (PDOException $e) {
         return null; // counters not available: the row just has no count
     }
+}
+
+/**
+ * For a Redis row: the server's INFO commandstats as [command => calls],
+ * commands run inside scripts included (Redis counts them too), the
+ * observer's own INFO left out.
+ */
+function redis_command_counter(): Closure
+{
+    $observer = phpredis();
+    return static function () use ($observer): array {
+        $calls = [];
+        foreach ($observer->info('commandstats') as $name => $stats) {
+            $command = strtolower(substr($name, strlen('cmdstat_')));
+            if ($command !== 'info' && preg_match('/(?:^|,)calls=(\d+)/', $stats, $m)) {
+                $calls[$command] = (int) $m[1];
+            }
+        }
+        return $calls;
+    };
 }
 
 function run_cycle(string $row, float $seconds): array
@@ -394,12 +458,28 @@ function run_cycle(string $row, float $seconds): array
 
     // Statements per cycle, counted by the server, after the timing.
     if ($counter !== null) {
-        $idle = -$counter() + $counter();
         $before = $counter();
-        for ($i = 0; $i < 200; $i++) {
-            $cycle();
+        if (is_array($before)) {
+            for ($i = 0; $i < 1000; $i++) {
+                $cycle();
+            }
+            $after = $counter();
+            $per = [];
+            foreach ($after as $command => $calls) {
+                if (($d = $calls - ($before[$command] ?? 0)) > 0) {
+                    $per[$command] = $d / 1000;
+                }
+            }
+            arsort($per);
+            $out['commands_per_cycle'] = $per;
+        } else {
+            $idle = -$counter() + $counter();
+            $before = $counter();
+            for ($i = 0; $i < 200; $i++) {
+                $cycle();
+            }
+            $out['statements_per_cycle'] = ($counter() - $before - $idle) / 200;
         }
-        $out['statements_per_cycle'] = ($counter() - $before - $idle) / 200;
     }
     return $out;
 }

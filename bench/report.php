@@ -44,6 +44,7 @@ $handoff = [];  // row => [ns...]
 $memory = [];   // "row|ext" => [kB...]
 $na = [];       // row => reason
 $statements = [];  // row => [statements per cycle...] (database rows: the server's counters)
+$commands = [];    // row => [command => calls per cycle] (Redis rows: INFO commandstats)
 $startupRuns = [];
 $waits = [];     // row => [result...]
 $syscalls = [];  // row => [syscall => calls per cycle]
@@ -61,6 +62,9 @@ foreach (file("$dir/results.jsonl", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINE
     $k = $r['ext'] ? 'ext' : 'plain';
     if (isset($r['statements_per_cycle'])) {
         $statements[$r['row']][] = $r['statements_per_cycle'];
+    }
+    if (isset($r['commands_per_cycle'])) {
+        $commands[$r['row']] = $r['commands_per_cycle']; // the same in every round
     }
     match ($r['mode']) {
         'cycle' => $cycle[$r['row']][$k][$r['round'] ?? count($cycle[$r['row']][$k] ?? [])] = $r['ns_per_cycle'],
@@ -132,12 +136,14 @@ $groups = [
         'pgsql.cronlock.pdo' => 'cronlock: one `CronLock\\Database` on the PDO given, acquire + release',
     ],
     'Redlock (3 masters)' => [
-        'redlock.floor' => 'floor: two PINGs to each of the 3 masters, one after another, phpredis',
+        'redlock.floor' => 'floor: two round trips, each a PING to all 3 masters at once (raw RESP)',
+        'redlock.serial' => 'for scale: two PINGs to each of the 3 masters, one after another, phpredis',
         'redlock.cronlock' => 'cronlock: `CronLock\\Redis([3 DSNs])` acquire + release (all masters at once)',
     ],
     'Sentinel' => [
-        'sentinel.floor' => 'floor: two (sentinel PING + master PING), phpredis',
-        'sentinel.cronlock' => 'cronlock: `redis-sentinel://` acquire + release (asks a sentinel before each)',
+        'sentinel.floor' => 'floor: two PINGs to the master, phpredis',
+        'sentinel.asking' => 'for scale: two (sentinel PING + master PING), phpredis: a lock that asks a sentinel before each call',
+        'sentinel.cronlock' => 'cronlock: `redis-sentinel://` acquire + release (asks a sentinel on connect and on failure only)',
     ],
     'Cluster (3 masters)' => [
         'cluster.floor' => "floor: two PINGs to the key's node, phpredis",
@@ -168,6 +174,20 @@ foreach ($groups as $group => $rows) {
         }
         printf("| %s | %s | %s | %s | %s | %s |\n", $group, $label, fmt($u), fmt(1e6 / $u, 0),
             fmt(ratio($cycle, $row, $floorRow)) . '×', $with);
+    }
+}
+
+// ---- Redis commands -----------------------------------------------------------
+if ($commands) {
+    echo "\n### Redis: commands per cycle, as the server counts them\n\n";
+    echo "`INFO commandstats` deltas over 1,000 cycles after the timed ones; commands run inside scripts count.\n\n";
+    echo "| Row | commands / cycle | which |\n|---|---:|---|\n";
+    foreach ($groups['Redis'] as $row => $label) {
+        if (isset($commands[$row])) {
+            $list = implode(', ', array_map(fn ($name, $n) => ($n == 1 ? '' : fmt($n, $n == (int) $n ? 0 : 2) . ' × ') . "`$name`",
+                array_keys($commands[$row]), $commands[$row]));
+            printf("| %s | %s | %s |\n", $label, fmt(array_sum($commands[$row]), 0), $list);
+        }
     }
 }
 
@@ -240,14 +260,19 @@ foreach ($waitRows as $row => $label) {
 
 // ---- system calls per cycle -----------------------------------------------------------
 echo "
-### System calls per File cycle (strace -c; N and 2N cycles, the difference over N)
+### System calls per cycle (strace -f -c; N and 2N cycles, the difference over N)
 
 ";
 echo "| Row | total | calls |
 |---|---:|---|
 ";
 foreach ($syscalls as $row => $calls) {
-    $label = $groups['File'][$row] ?? $row;
+    $label = $row;
+    foreach ($groups as $group => $rows) {
+        if (isset($rows[$row])) {
+            $label = $group === 'File' ? $rows[$row] : "$group: {$rows[$row]}";
+        }
+    }
     $total = $calls['total'] ?? array_sum($calls);
     unset($calls['total']);
     $list = implode(', ', array_map(fn ($name, $n) => ($n == 1 ? '' : fmt($n, $n == (int) $n ? 0 : 2) . ' × ') . "`$name`", array_keys($calls), $calls));
@@ -304,7 +329,11 @@ $targets = [
     ['File new object: userland pattern on ' . $ext4 . ' / cronlock', ratio($cycle, 'file.userland.ext4', 'file.cronlock.new'), '>=', 20, '×'],
     ['File new object: symfony FlockStore / cronlock', ratio($cycle, 'file.symfony', 'file.cronlock.new'), '>=', 1.5, '×'],
     ['File reused object: cronlock / floor', ratio($cycle, 'file.cronlock.reused', 'file.floor'), '<=', 3, '×'],
-    ['Redis: cronlock (fencing token incl.) / two-PING floor', ratio($cycle, 'redis.cronlock', 'redis.floor'), '<=', 1.1, '×'],
+    ['Redis: cronlock (fencing token incl.) / phpredis SET NX + Lua', ratio($cycle, 'redis.cronlock', 'redis.phpredis'), '<=', 1, '×'],
+    ['Redis: cronlock (fencing token incl.) / two-PING floor', ratio($cycle, 'redis.cronlock', 'redis.floor'), '<=', 1.2, '×'],
+    ['Sentinel: cronlock / two PINGs to the master', ratio($cycle, 'sentinel.cronlock', 'sentinel.floor'), '<=', 1.2, '×'],
+    ['Cluster: cronlock / two PINGs to the key\'s node', ratio($cycle, 'cluster.cronlock', 'cluster.floor'), '<=', 1.2, '×'],
+    ['Redlock: cronlock / two round trips to all masters at once', ratio($cycle, 'redlock.cronlock', 'redlock.floor'), '<=', 1.2, '×'],
     ['MariaDB: cronlock DSN / PDO by hand', ratio($cycle, 'mysql.cronlock', 'mysql.pdo'), '<=', 1, '×'],
     ['MariaDB: cronlock DSN / two-SELECT 1 floor', ratio($cycle, 'mysql.cronlock', 'mysql.floor'), '<=', 1.2, '×'],
     ['PostgreSQL: cronlock DSN / PDO by hand', ratio($cycle, 'pgsql.cronlock', 'pgsql.pdo'), '<=', 1, '×'],
@@ -316,6 +345,8 @@ $targets = [
     ['File wait: CPU, timed wait - acquire(-1), 10 s each', ($t = $wait('wait.file.cronlock.timed', 'cpu_s')) !== null && ($f = $wait('wait.file.cronlock.forever', 'cpu_s')) !== null ? ($t - $f) * 1000 : null, '<=', 1, ' ms'],
     ['File wait: voluntary switches, timed wait - acquire(-1)', ($t = $wait('wait.file.cronlock.timed', 'voluntary')) !== null && ($f = $wait('wait.file.cronlock.forever', 'voluntary')) !== null ? $t - $f : null, '<=', 2, ''],
     ["Start-up: extension adds to `php -n -r ''`", $startupDelta, '<=', 0.5, ' ms'],
+    ['Memory: peak RSS of a cron job, extension loaded - without', ($e = median($memory['memory.userland|ext'] ?? [])) !== null && ($p = median($memory['memory.userland|plain'] ?? [])) !== null ? ($e - $p) / 1024 : null, '<=', 1, ' MB'],
+    ['Memory: peak RSS of a cron job, run by cron_guard() - without', ($g = median($memory['memory.cron_guard|ext'] ?? [])) !== null && ($p = median($memory['memory.userland|plain'] ?? [])) !== null ? ($g - $p) / 1024 : null, '<=', 1, ' MB'],
 ];
 echo "\n### Targets\n\n```\n";
 foreach ($targets as [$label, $v, $op, $limit, $unit]) {
