@@ -265,9 +265,9 @@ final class CronGuardOperationsTest extends TestCase
         $p = Proc::run(sprintf(<<<'PHP'
             $lock = new CronLock\Redis('redis://127.0.0.1:%d', 'ops-deleted', 30.0);
             cron_guard(function (CronLock\Guard $guard) {
-                $redis = new Redis();
-                $redis->connect('127.0.0.1', %1$d);
-                $redis->del('ops-deleted');
+                $redis = stream_socket_client('tcp://127.0.0.1:%1$d'); // any PHP: no Redis client needed
+                fwrite($redis, "*2\r\n\$3\r\nDEL\r\n\$11\r\nops-deleted\r\n");
+                if (fgets($redis) !== ":1\r\n") { exit(3); }
                 var_dump($guard->renew());
                 echo $guard->lost(), "\n";
             }, $lock, ['log' => 'none']);
@@ -288,9 +288,9 @@ final class CronGuardOperationsTest extends TestCase
         $p = Proc::run(sprintf(<<<'PHP'
             $lock = new CronLock\Redis('redis://127.0.0.1:%d', 'ops-taken', 30.0);
             cron_guard(function () {
-                $redis = new Redis();
-                $redis->connect('127.0.0.1', %1$d);
-                $redis->set('ops-taken', 'someone-else');
+                $redis = stream_socket_client('tcp://127.0.0.1:%1$d'); // any PHP: no Redis client needed
+                fwrite($redis, "*3\r\n\$3\r\nSET\r\n\$9\r\nops-taken\r\n\$12\r\nsomeone-else\r\n");
+                if (fgets($redis) !== "+OK\r\n") { exit(3); }
             }, $lock, ['log' => 'none', 'record' => 'runs', 'logger' => function ($level, $line, $context) {
                 if ($context['event'] === 'record') { echo $context['outcome'], "\n"; }
             }]);

@@ -7,6 +7,7 @@ namespace CronLock\Tests;
 use CronLock\ConnectionException;
 use CronLock\Redis;
 use CronLock\Tests\Support\FileTestHelpers;
+use CronLock\Tests\Support\RedisServer;
 use CronLock\Tests\Support\RedisTestHelpers;
 use CronLock\Tests\Support\RedisTopology;
 use CronLock\Tests\Support\WebAssembly;
@@ -196,11 +197,16 @@ final class DocumentedOptionsTest extends TestCase
             }
             $cases["$target, an unknown key"] = self::call($target, '', "['no_such_option' => 1]", $dir, self::$server->dsn(), $sentinelDsn);
         }
+        $unchecked = null;
         foreach (self::implementations() as $impl) {
             $said = $this->outcomes($impl, $cases, $dir);
             foreach (self::documentedOptions() as $target => $keys) {
                 foreach (array_keys($keys) as $key) {
                     $outcome = $said["$target '$key'"] ?? 'no answer';
+                    if ($impl === 'polyfill' && $key === 'once_per' && ($missing = RedisServer::polyfillClientMissing()) !== null) {
+                        $unchecked = "the polyfill's cron_guard 'once_per' (on a CronLock\\Redis) is not checked: $missing";
+                        continue;
+                    }
                     if ($impl === 'extension' || $outcome === 'accepted') {
                         self::assertSame('accepted', $outcome, "$impl: $target with '$key'");
                     } else {
@@ -215,6 +221,9 @@ final class DocumentedOptionsTest extends TestCase
                 self::assertSame("ValueError: \$options has an unknown key 'no_such_option' (known: " . implode(', ', array_keys($keys)) . ')',
                     $unknown, "$impl knows exactly the keys the stub documents for $target");
             }
+        }
+        if ($unchecked !== null) {
+            self::markTestSkipped($unchecked);
         }
     }
 

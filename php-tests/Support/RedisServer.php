@@ -79,6 +79,19 @@ final class RedisServer
         }
     }
 
+    /**
+     * Why a cronlock/polyfill child of this run can make no CronLock\Redis, or null: the
+     * polyfill needs phpredis or predis (a compat root's PHP may have neither), and a child
+     * loads predis only through the suite's prepend file (CRONLOCK_TEST_PREDIS).
+     */
+    public static function polyfillClientMissing(): ?string
+    {
+        if (extension_loaded('redis') || (string) getenv('CRONLOCK_TEST_PREDIS') !== '') {
+            return null;
+        }
+        return 'cronlock/polyfill makes a CronLock\Redis only with phpredis or predis, and this PHP has neither (apt-get install php-redis)';
+    }
+
     /** redis-server's version, e.g. "7.0.15". */
     public static function version(): string
     {
