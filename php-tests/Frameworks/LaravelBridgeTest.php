@@ -167,7 +167,9 @@ final class LaravelBridgeTest extends LaravelTestCase
         self::runTick($app, 0); // makes the lock file
         $files = glob($app->dir() . '/storage/framework/cronlock/schedule-*.lock');
         self::assertCount(1, $files);
-        $flock = $this->startCommand(['flock', '-n', '--close', $files[0], 'sleep', '60']);
+        // -w, not -n: the wait below probes the lock with a take and a release,
+        // and a flock(1) that tries during a probe must not give up
+        $flock = $this->startCommand(['flock', '-w', '30', '--close', $files[0], 'sleep', '60']);
         self::waitUntil(fn () => !$this->isFree($files[0]), 'flock(1) to hold the lock');
         $out = self::runTick($app, 1);
         self::assertStringContainsString('No scheduled commands are ready to run.', $out, 'exists() named flock(1) as the holder');
@@ -191,7 +193,7 @@ final class LaravelBridgeTest extends LaravelTestCase
         $app->schedule(sprintf(self::EVENT, 0) . ';');
         self::runTick($app, 0);
         $files = glob($app->dir() . '/storage/framework/cronlock/schedule-*.lock');
-        $flock = $this->startCommand(['flock', '-n', $files[0], 'sleep', '60']);
+        $flock = $this->startCommand(['flock', '-w', '30', $files[0], 'sleep', '60']); // -w: as above
         self::waitUntil(fn () => !$this->isFree($files[0]), 'flock(1) to hold the lock');
         $sleep = (int) trim((string) shell_exec('pgrep -P ' . $this->commandPid($flock)));
         self::assertGreaterThan(1, $sleep, 'the sleep flock(1) started');

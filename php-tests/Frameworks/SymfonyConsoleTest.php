@@ -63,7 +63,9 @@ final class SymfonyConsoleTest extends TestCase
     {
         $env = $this->storeEnv($store);
         $journal = new Journal($this->makeTempDir('symfony-console') . '/journal.log');
-        $first = $this->console($journal, 2.0, $env);
+        // 5 s: the second console must start and try the lock within them, also on a
+        // loaded machine (2 s were too few there: the first had ended, the second ran)
+        $first = $this->console($journal, 5.0, $env);
         $journal->waitForStarts(1, 30.0, $first);
         $second = $this->console($journal, 2.0, $env)->succeed();
         self::assertStringContainsString(self::BUSY, $second->stdout());
