@@ -131,7 +131,7 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
     /** @dataProvider eventTypes */
     public function testATickWhileARunIsGoingSkipsIt(string $type): void
     {
-        $app = $this->scenarioApp($type, 2.0);
+        $app = $this->scenarioApp($type, 60.0); // ends when told (the .release file below)
         $tick = $app->tick(self::clock(0));
         $app->journal()->waitForStarts(1, 30.0, $tick);
         $next = $app->tick(self::clock(1));
@@ -139,6 +139,7 @@ abstract class LaravelOverlapTestCase extends LaravelTestCase
         self::waitUntil(fn () => !self::groupAlive($next->pid()), 'the second tick to end');
         self::assertCount(1, $app->journal()->starts(), $app->journal()->dump());
         self::assertStringContainsString('No scheduled commands are ready to run.', $next->stdout(), 'the filter saw the holder');
+        touch($app->journal()->path() . '.release');
         $tick->wait();
         self::waitUntil(fn () => !self::groupAlive($tick->pid()), 'the first run to end');
         [$skipped, $after] = $this->tickUntilItRuns($app, 2, 1);
