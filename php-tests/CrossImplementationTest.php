@@ -259,6 +259,7 @@ final class CrossImplementationTest extends TestCase
 
     public function testBothRefuseInTheSameWords(): void
     {
+        self::needPolyfillRedisClient();
         $dir = $this->makeTempDir('cross-words');
         $secured = RedisServer::start(['requirepass' => 'RightPW']);
         try {
