@@ -90,15 +90,6 @@ final class CrossImplementationTest extends TestCase
         self::assertSame('400', file_get_contents($counter), 'every increment happened under the one lock');
     }
 
-    /** The polyfill's side of a Redis test needs phpredis or predis (a compat root's PHP may have neither). */
-    private static function needPolyfillRedisClient(): void
-    {
-        $missing = RedisServer::polyfillClientMissing();
-        if ($missing !== null) {
-            self::markTestSkipped($missing);
-        }
-    }
-
     public function testExtensionAndPolyfillProcessesShareOneFileLockExactly(): void
     {
         $dir = $this->makeTempDir('cross-file');
@@ -109,7 +100,7 @@ final class CrossImplementationTest extends TestCase
 
     public function testExtensionAndPolyfillProcessesShareOneRedisKeyExactly(): void
     {
-        self::needPolyfillRedisClient();
+        RedisServer::requirePolyfillClient(); // the polyfill side needs phpredis or predis
         $dir = $this->makeTempDir('cross-redis');
         $key = 'cross-' . bin2hex(random_bytes(4));
         file_put_contents("$dir/counter", '0');
@@ -131,7 +122,7 @@ final class CrossImplementationTest extends TestCase
     /** @dataProvider pairs */
     public function testEachSeesTheOthersHoldAndHolderRecord(string $holderImpl, string $waiterImpl): void
     {
-        self::needPolyfillRedisClient();
+        RedisServer::requirePolyfillClient(); // the polyfill side needs phpredis or predis
         $dir = $this->makeTempDir('cross-busy');
         $path = "$dir/job.lock";
         $key = 'cross-busy-' . bin2hex(random_bytes(4));
@@ -174,7 +165,7 @@ final class CrossImplementationTest extends TestCase
      */
     public function testBothSayInTheSameWordsThatTheHolderIsNotRunningHere(): void
     {
-        self::needPolyfillRedisClient();
+        RedisServer::requirePolyfillClient(); // the polyfill side needs phpredis or predis
         $key = 'cross-dead-' . bin2hex(random_bytes(4));
         $gone = Proc::run('echo getmypid(), "\n";', [], $this->envs['polyfill']);
         $pid = (int) $gone->stdout();
@@ -259,7 +250,7 @@ final class CrossImplementationTest extends TestCase
 
     public function testBothRefuseInTheSameWords(): void
     {
-        self::needPolyfillRedisClient();
+        RedisServer::requirePolyfillClient(); // the polyfill side needs phpredis or predis
         $dir = $this->makeTempDir('cross-words');
         $secured = RedisServer::start(['requirepass' => 'RightPW']);
         try {

@@ -92,6 +92,15 @@ final class RedisServer
         return 'cronlock/polyfill makes a CronLock\Redis only with phpredis or predis, and this PHP has neither (apt-get install php-redis)';
     }
 
+    /** Skips the test that calls it when polyfillClientMissing() says why. */
+    public static function requirePolyfillClient(): void
+    {
+        $missing = self::polyfillClientMissing();
+        if ($missing !== null) {
+            \PHPUnit\Framework\Assert::markTestSkipped($missing);
+        }
+    }
+
     /** redis-server's version, e.g. "7.0.15". */
     public static function version(): string
     {
