@@ -206,6 +206,40 @@ final class CliStatusDatabaseTest extends TestCase
         self::assertSame('', $err, 'a busy lock is skipped quietly');
     }
 
+    /** @return array<string, array{string}> */
+    public static function kinds(): array
+    {
+        return ['MariaDB' => ['mysql'], 'PostgreSQL' => ['pgsql']];
+    }
+
+    /**
+     * A server that is stopped (kill -STOP, a hung host) still completes the
+     * TCP connect in the kernel: status must give up within seconds and exit 2,
+     * as a monitoring check needs, not wait for the server's answer forever.
+     *
+     * @dataProvider kinds
+     */
+    public function testAFrozenServerIsExitTwoWithinSeconds(string $kind): void
+    {
+        $why = DatabaseServer::available($kind);
+        if ($why !== null) {
+            self::markTestSkipped($why);
+        }
+        $db = DatabaseServer::start($kind);
+        $pid = (int) $db->pid();
+        try {
+            posix_kill($pid, SIGSTOP);
+            putenv('CRONLOCK_TEST_DB_PASSWORD=' . DatabaseServer::PASSWORD);
+            [$code, $out, $err] = $this->cronlock(['status', '--database', $db->dsn(), '--user', 'cron', '--password-env', 'CRONLOCK_TEST_DB_PASSWORD'], 'suite', [], [], 25.0);
+            self::assertSame(2, $code, $out . $err);
+            self::assertStringContainsString('not read: ', $out);
+            self::assertStringNotContainsString(DatabaseServer::PASSWORD, $out . $err);
+        } finally {
+            posix_kill($pid, SIGCONT);
+            $db->stop();
+        }
+    }
+
     public function testARefusedLoginIsSaidWithoutThePasswordAndExitsTwo(): void
     {
         $db = self::server('pgsql', []);

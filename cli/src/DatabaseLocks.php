@@ -30,6 +30,12 @@ final class DatabaseLocks
             throw new Missing("--database $driver: PHP's pdo_$driver is not loaded (apt-get install php-" . ($driver === 'mysql' ? 'mysql' : 'pgsql') . ')');
         }
         $title = ($driver === 'mysql' ? 'MySQL/MariaDB' : 'PostgreSQL') . ' at ' . Text::withoutPassword($dsn);
+        if ($driver === 'mysql') {
+            // ATTR_TIMEOUT bounds only mysqlnd's TCP connect, which the kernel
+            // completes for a frozen server too: its greeting and every reply
+            // are read under this (86400 s by default), so a check would hang
+            ini_set('mysqlnd.net_read_timeout', '5');
+        }
         try {
             $pdo = new \PDO($dsn, isset($credentials['user']) ? $credentials['user'] : null, isset($credentials['password']) ? $credentials['password'] : null,
                 [\PDO::ATTR_ERRMODE => \PDO::ERRMODE_EXCEPTION, \PDO::ATTR_TIMEOUT => 5]);
