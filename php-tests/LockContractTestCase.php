@@ -442,6 +442,12 @@ abstract class LockContractTestCase extends TestCase
         try {
             self::assertGreaterThan(1, $pids[0]);
             self::assertGreaterThan(1, $pids[1]);
+            // Until a child has exec'd it holds every descriptor of the
+            // holder, close-on-exec or not: a busy host can leave it between
+            // fork and exec after proc_open() has returned.
+            foreach ($pids as $pid) {
+                self::waitUntil(fn () => strncmp((string) @file_get_contents("/proc/$pid/cmdline"), "sleep\0", 6) === 0, "child $pid to exec sleep", 30.0);
+            }
             self::assertSame(137, $holder->kill());
             foreach ($pids as $pid) {
                 self::assertTrue(self::processAlive($pid), "precondition: the holder's child $pid outlives it");

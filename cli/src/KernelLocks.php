@@ -23,26 +23,62 @@ final class KernelLocks
     /** @var bool */
     private $readable;
 
+    /**
+     * The kernel prints /proc/locks a page per read, and a lock taken or
+     * freed anywhere on the host between two pages shifts the list: an
+     * entry at a page boundary (a holder with its waiters) is printed twice
+     * or not at all. So each read counts a pid once per file and kind, and
+     * two reads are merged: every holder either lists, the larger number of
+     * waiters.
+     */
     public static function read(string $path = '/proc/locks'): self
     {
         $self = new self();
-        $text = @file_get_contents($path);
-        $self->readable = is_string($text);
-        foreach (explode("\n", (string) $text) as $line) {
+        $first = @file_get_contents($path);
+        $self->readable = is_string($first);
+        $second = $self->readable ? @file_get_contents($path) : false;
+        $reads = [self::parse((string) $first), self::parse(is_string($second) ? $second : '')];
+        foreach ($reads as $read) {
+            foreach ($read as $key => $file) {
+                if (!isset($self->byFile[$key])) {
+                    $self->byFile[$key] = ['holders' => [], 'waiters' => 0];
+                }
+                $self->byFile[$key]['holders'] += $file['holders'];
+                $self->byFile[$key]['waiters'] = max($self->byFile[$key]['waiters'], count($file['waiters']));
+            }
+        }
+        foreach ($self->byFile as $key => $file) {
+            $self->byFile[$key]['holders'] = array_values($file['holders']);
+        }
+        return $self;
+    }
+
+    /**
+     * One read's locks by file: holders and waiters keyed by pid (those the
+     * kernel cannot name, pid 0 or -1, by their order in the file).
+     *
+     * @return array<string, array{holders: array<string, array{pid: int|null, shared: bool}>, waiters: array<string, true>}>
+     */
+    private static function parse(string $text): array
+    {
+        $byFile = [];
+        foreach (explode("\n", $text) as $line) {
             if (!preg_match('/\A\s*[0-9]+:\s+(->\s+)?FLOCK\s+\S+\s+(READ|WRITE)\s+(-?[0-9]+)\s+([0-9a-f]+:[0-9a-f]+:[0-9]+)\s/', $line, $m)) {
                 continue;
             }
-            if (!isset($self->byFile[$m[4]])) {
-                $self->byFile[$m[4]] = ['holders' => [], 'waiters' => 0];
+            if (!isset($byFile[$m[4]])) {
+                $byFile[$m[4]] = ['holders' => [], 'waiters' => []];
             }
-            if ($m[1] !== '') {
-                $self->byFile[$m[4]]['waiters']++;
+            $pid = (int) $m[3];
+            $kind = $m[1] !== '' ? 'waiters' : 'holders';
+            $id = $pid > 0 ? "pid $pid" : 'unnamed ' . count($byFile[$m[4]][$kind]);
+            if ($kind === 'waiters') {
+                $byFile[$m[4]]['waiters'][$id] = true;
             } else {
-                $pid = (int) $m[3];
-                $self->byFile[$m[4]]['holders'][] = ['pid' => $pid > 0 ? $pid : null, 'shared' => $m[2] === 'READ'];
+                $byFile[$m[4]]['holders'][$id . ' ' . $m[2]] = ['pid' => $pid > 0 ? $pid : null, 'shared' => $m[2] === 'READ'];
             }
         }
-        return $self;
+        return $byFile;
     }
 
     /** Whether /proc/locks could be read (Linux with /proc). */

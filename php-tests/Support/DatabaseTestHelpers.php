@@ -107,14 +107,26 @@ trait DatabaseTestHelpers
         return (int) $m[1];
     }
 
-    /** Ends a session on the server: KILL / pg_terminate_backend(). */
+    /**
+     * Ends a session on the server: KILL / pg_terminate_backend(), and
+     * waits until it is gone. MySQL's KILL only marks the session: on a busy
+     * host it may still answer the next statement (seen in CI: a RELEASE_LOCK
+     * that succeeded after KILL had returned).
+     */
     private static function killSession(int $id): void
     {
         $admin = self::$server->adminPdo();
         if (static::databaseKind() === 'mysql') {
             $admin->exec("KILL $id");
+            $alive = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = $id";
         } else {
             $admin->query("SELECT pg_terminate_backend($id, 5000)");
+            $alive = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $id";
+        }
+        $deadline = microtime(true) + 30.0;
+        while ((int) $admin->query($alive)->fetchColumn() > 0) {
+            self::assertLessThan($deadline, microtime(true), "session $id still there 30 s after it was killed");
+            usleep(10000);
         }
     }
 }

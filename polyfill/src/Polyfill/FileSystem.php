@@ -284,26 +284,32 @@ final class FileSystem
 
     /**
      * Pids holding a flock() lock on exactly this device and inode, as
-     * /proc/locks says (it never touches the lock); null when unreadable.
+     * /proc/locks says (it never touches the lock), each once; null when
+     * unreadable. The kernel prints /proc/locks a page per read, and a lock
+     * taken or freed anywhere between two pages shifts the list: an entry at
+     * a page boundary is printed twice or not at all. So a read that lists
+     * no holder is made again, twice at most.
      *
      * @return int[]|null
      */
     public static function flockHolders(int $dev, int $ino)
     {
-        $text = @file_get_contents('/proc/locks');
-        if ($text === false) {
-            return null;
-        }
         $want = sprintf('%02x:%02x:%d', self::major($dev), self::minor($dev), $ino);
         $pids = [];
-        foreach (explode("\n", $text) as $line) {
-            // "1: FLOCK  ADVISORY  WRITE 4242 08:02:131 0 EOF"; waiters have "->"
-            $f = preg_split('/\s+/', trim($line));
-            if (count($f) >= 6 && $f[1] === 'FLOCK' && $f[5] === $want && (preg_match('/^[0-9]+\z/', $f[4]) === 1)) {
-                $pids[] = (int) $f[4];
+        for ($try = 0; $try < 3 && $pids === []; $try++) {
+            $text = @file_get_contents('/proc/locks');
+            if ($text === false) {
+                return null;
+            }
+            foreach (explode("\n", $text) as $line) {
+                // "1: FLOCK  ADVISORY  WRITE 4242 08:02:131 0 EOF"; waiters have "->"
+                $f = preg_split('/\s+/', trim($line));
+                if (count($f) >= 6 && $f[1] === 'FLOCK' && $f[5] === $want && (preg_match('/^[0-9]+\z/', $f[4]) === 1)) {
+                    $pids[(int) $f[4]] = true;
+                }
             }
         }
-        return $pids;
+        return array_keys($pids);
     }
 
     /** Whether process $pid has a descriptor open on this very file (Linux /proc/<pid>/fd). */
