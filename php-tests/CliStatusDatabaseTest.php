@@ -190,6 +190,43 @@ final class CliStatusDatabaseTest extends TestCase
         self::assertSame($expected, $names, $out);
     }
 
+    /**
+     * Issue 19: waiters that are CronLock\Database objects of the extension
+     * count as WAITING, one on a connection of its own (its wait statement is
+     * prepared on the server from the second slice on: MariaDB's process list
+     * then shows the statement's text only, never a parameter) and one on the
+     * PDO given (emulated statements). Before the fix MariaDB showed 1 of 2.
+     *
+     * @dataProvider servers
+     */
+    public function testWaitingCronlockProcessesAreCounted(string $kind, array $serverArgs, string $from): void
+    {
+        if (!self::extensionBuilt()) {
+            self::markTestSkipped('CronLock\Database is the extension\'s; no build at ' . self::extensionPath());
+        }
+        $db = self::server($kind, $serverArgs);
+        $this->session($db, self::lockSql($kind, 'Nightly Report', 0));
+        foreach (['dsn', 'pdo'] as $connection) {
+            $ready = "{$this->dir}/waits-$connection";
+            $h = $this->startPhp('extension', '$options = ["user" => "cron", "password" => getenv("CRONLOCK_TEST_DB_PASSWORD")];
+                $lock = $argv[3] === "dsn" ? new CronLock\Database($argv[1], $argv[2], $options)
+                    : new CronLock\Database(new PDO($argv[1], $options["user"], $options["password"]), $argv[2]);
+                touch($argv[4]);
+                $lock->acquire(60);', [$db->dsn(), 'Nightly Report', $connection, $ready]);
+            self::waitUntil(fn () => file_exists($ready) || $this->commandExitCode($h) !== null, "the $connection waiter to start");
+            self::assertNull($this->commandExitCode($h), "the $connection waiter waits");
+        }
+        putenv('CRONLOCK_TEST_DB=' . $db->dsn() . ';user=cron;password=' . DatabaseServer::PASSWORD);
+        $title = ($kind === 'mysql' ? 'MySQL/MariaDB' : 'PostgreSQL') . ' at ' . $db->dsn() . ';user=cron;password=***';
+        $out = '';
+        self::waitUntil(function () use ($title, &$out) {
+            [, $out] = $this->cronlock(['status', '--database-env', 'CRONLOCK_TEST_DB', '--name', 'Nightly Report']);
+            return (self::statusTable($out, $title)['Nightly Report']['WAITING'] ?? '') === '2';
+        }, 'both cronlock waiters to show', 20.0);
+        self::assertStringStartsWith("$title\n  $from", $out);
+        self::assertSame('held', self::statusTable($out, $title)['Nightly Report']['STATE'], $out);
+    }
+
     public function testABusyDatabaseLockSkipsACronlockRun(): void
     {
         if (!self::extensionBuilt()) {

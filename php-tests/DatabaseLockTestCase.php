@@ -107,6 +107,7 @@ abstract class DatabaseLockTestCase extends TestCase
         yield 'plain' => ['nightly-report'];
         yield 'upper case and spaces' => ['Nightly Report'];
         yield 'longer than 64' => [str_repeat('sync-orders-', 8)];
+        yield 'non-ASCII UTF-8' => ['Отчёт über-'];
     }
 
     /** @dataProvider namesForDbas */
@@ -126,6 +127,7 @@ abstract class DatabaseLockTestCase extends TestCase
 
             $lock = self::dsnLock($name);
             self::assertFalse($lock->acquire(0), 'cronlock is excluded by the client');
+            self::assertFalse($lock->acquire(0.3), 'and so is its wait (other statements, the same name)');
             $holder = $lock->holder();
             self::assertNotNull($holder);
             self::assertMatchesRegularExpression(static::databaseKind() === 'mysql' ? '/^MySQL connection \d+ from cron@127\.0\.0\.1:\d+$/' : '/^PostgreSQL backend pid \d+ \(psql\) from 127\.0\.0\.1$/', $holder);

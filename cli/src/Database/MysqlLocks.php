@@ -17,6 +17,10 @@ use CronLock\Cli\LockRow;
  *    name their lock, and IS_USED_LOCK() finds the holder of each such name
  *    and of each --name.
  * Waiters are sessions in state 'User lock' (or PENDING). The process list
+ * names a waiter's lock by the statement's text: a quoted name (hand-written
+ * SQL) or a hex literal X'…' / 0x… (CronLock\Database's, issue 19); a
+ * statement prepared on the server with the name as a parameter
+ * (`GET_LOCK(?, 10)`) does not say which lock it waits for. The process list
  * shows other users' sessions only with the PROCESS privilege. Without a
  * lock time, since is the end of the holder's last statement (processlist
  * TIME): it holds the lock since then or longer.
@@ -37,8 +41,8 @@ final class MysqlLocks
         $waiting = [];
         foreach ($pdo->query('SELECT ID, USER, HOST, COMMAND, TIME, STATE, INFO FROM information_schema.PROCESSLIST')->fetchAll(\PDO::FETCH_ASSOC) as $p) {
             $sessions[(int) $p['ID']] = $p;
-            if ($p['STATE'] === 'User lock' && preg_match("/GET_LOCK\\(\\s*'((?:[^'\\\\]|\\\\.|'')*)'/i", (string) $p['INFO'], $m)) {
-                $lock = str_replace(["''", "\\'", '\\\\'], ["'", "'", '\\'], $m[1]);
+            $lock = $p['STATE'] === 'User lock' ? self::waitedName((string) $p['INFO']) : null;
+            if ($lock !== null) {
                 $waiting[$lock] = (isset($waiting[$lock]) ? $waiting[$lock] : 0) + 1;
             }
         }
@@ -85,6 +89,28 @@ final class MysqlLocks
             $rows[] = $row;
         }
         return [$rows, "from $source"];
+    }
+
+    /**
+     * The lock name a GET_LOCK() statement's text waits for: a quoted string
+     * (hand-written SQL, or an emulated prepare), or a hex literal X'…' /
+     * 0x… (what CronLock\Database sends); null when the text does not say
+     * (a parameter: `GET_LOCK(?, ?)` of a statement prepared on the server).
+     *
+     * @return string|null
+     */
+    private static function waitedName(string $info)
+    {
+        if (!preg_match("/GET_LOCK\\(\\s*(?:'((?:[^'\\\\]|\\\\.|'')*)'|x'((?:[0-9a-f]{2})*)'|0x((?:[0-9a-f]{2})+)\\b)/i", $info, $m)) {
+            return null;
+        }
+        if (isset($m[3])) {
+            return (string) hex2bin($m[3]);
+        }
+        if (isset($m[2])) {
+            return (string) hex2bin($m[2]);
+        }
+        return str_replace(["''", "\\'", '\\\\'], ["'", "'", '\\'], $m[1]);
     }
 
     /** @return array<string, array{id: int, ms: int|null}>|null null: no such view here */

@@ -9,8 +9,9 @@
 //! The traps this closes:
 //! - a driver cronlock has no dialect for is refused when the lock is
 //!   made, naming the drivers it has, never at the first acquire;
-//! - every statement of a dialect takes the lock's name as a parameter,
-//!   never spliced into SQL.
+//! - no statement of a dialect splices the lock's name into SQL as text:
+//!   it is a parameter, or (MySQL) a hex literal of its bytes, which nothing
+//!   in a name can turn into SQL.
 
 use super::errors::{Holder, SqlError};
 use super::names::Target;
@@ -22,13 +23,20 @@ use std::time::Duration;
 /// One statement with its parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Query {
-    pub sql: &'static str,
+    pub sql: String,
     pub params: Vec<String>,
 }
 
 impl Query {
-    pub fn new(sql: &'static str, params: Vec<String>) -> Self {
-        Query { sql, params }
+    pub fn new(sql: impl Into<String>, params: Vec<String>) -> Self {
+        Query {
+            sql: sql.into(),
+            params,
+        }
+    }
+
+    fn param_refs(&self) -> Vec<&str> {
+        self.params.iter().map(String::as_str).collect()
     }
 
     /// Runs it on `session`: the first row.
@@ -37,8 +45,21 @@ impl Query {
     ///
     /// The statement's [`SqlError`].
     pub fn run(&self, session: &mut dyn Session) -> std::result::Result<Vec<Value>, SqlError> {
-        let params: Vec<&str> = self.params.iter().map(String::as_str).collect();
-        session.query(self.sql, &params)
+        session.query(&self.sql, &self.param_refs())
+    }
+
+    /// Runs it on `session` as a blocking wait of at most `slice` (see
+    /// [`Session::wait_query`]): the first row.
+    ///
+    /// # Errors
+    ///
+    /// The statement's [`SqlError`].
+    pub fn run_waiting(
+        &self,
+        session: &mut dyn Session,
+        slice: Duration,
+    ) -> std::result::Result<Vec<Value>, SqlError> {
+        session.wait_query(&self.sql, &self.param_refs(), slice)
     }
 }
 
@@ -91,14 +112,14 @@ pub trait Dialect: Sync + std::fmt::Debug {
     }
 
     /// One try, no wait: answers 1 (granted) or 0, and NULL for an error.
-    fn try_lock_sql(&self) -> &'static str;
+    fn try_lock(&self, target: &Target) -> Query;
 
     /// Waits for the lock in the slices `slices` hands out, on the
     /// server's own blocking wait.
     fn wait(&self, session: &mut dyn Session, target: &Target, slices: &mut dyn Slices) -> Waited;
 
     /// Answers 1 when it released the lock.
-    fn unlock_sql(&self) -> &'static str;
+    fn unlock(&self, target: &Target) -> Query;
 
     /// Answers more than 0 while this session holds the lock.
     fn held_by_this_session(&self, target: &Target) -> Query;

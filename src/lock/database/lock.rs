@@ -225,12 +225,11 @@ impl DatabaseLock {
     /// The first try of an acquire; part of the wait (which a pending signal
     /// handler may cut short) unless `wait` is [`Wait::Once`].
     fn try_once(&mut self, session: &mut dyn Session, wait: Wait) -> Result<bool> {
-        let sql = self.dialect.try_lock_sql();
-        let param = [self.target.param()];
+        let query = self.dialect.try_lock(&self.target);
         let row = if wait == Wait::Once {
-            session.query(sql, &param)
+            query.run(session)
         } else {
-            session.wait_query(sql, &param, Duration::ZERO)
+            query.run_waiting(session, Duration::ZERO)
         };
         match row {
             Ok(row) => self.lock_result(session, &row),
@@ -383,7 +382,7 @@ impl DatabaseLock {
     }
 
     fn unlock(&self, session: &mut dyn Session) -> std::result::Result<bool, SqlError> {
-        let row = session.query(self.dialect.unlock_sql(), &[self.target.param()])?;
+        let row = self.dialect.unlock(&self.target).run(session)?;
         Ok(row.first().and_then(Value::int) == Some(1))
     }
 
@@ -824,7 +823,8 @@ mod tests {
         let wait = Wait::from_seconds("$timeout", 0.2).unwrap();
         assert!(!lock.acquire(&mut s, wait).unwrap());
         assert!(started.elapsed() >= Duration::from_millis(200));
-        assert!(s.sent[1].contains("GET_LOCK(?, 0)"));
+        // the name as a hex literal, which the process list shows
+        assert!(s.sent[1].starts_with("SELECT GET_LOCK(X'736c69636573', 0) []"));
         for query in &s.sent[2..] {
             let seconds: f64 = query
                 .rsplit('"')
@@ -832,7 +832,7 @@ mod tests {
                 .and_then(|s| s.parse().ok())
                 .expect("a timeout parameter");
             assert!(
-                query.contains("GET_LOCK(?, ?)") && seconds <= 0.1,
+                query.starts_with("SELECT GET_LOCK(X'736c69636573', ?) [\"") && seconds <= 0.1,
                 "{query}"
             );
         }

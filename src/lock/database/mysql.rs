@@ -1,6 +1,15 @@
 //! MySQL and MariaDB: `GET_LOCK()`, a named lock of the session.
 //!
 //! The traps this closes:
+//! - every statement names the lock by a hex literal of its bytes
+//!   (`GET_LOCK(X'6e69…', 0)`, `name_sql`), never by a parameter: the
+//!   process list (INFO) of a statement prepared on the server shows
+//!   `GET_LOCK(?, ?)`, and on MariaDB that is the only place that says
+//!   which lock a session waits for (METADATA_LOCK_INFO lists granted
+//!   locks only, performance_schema's mdl instrument is off by default), so
+//!   `cronlock status` counted no waiter; it is the very lock a hand-written
+//!   `GET_LOCK('name', 0)` takes (a lock name is always ASCII, see
+//!   `names.rs`, so the literal's binary charset changes nothing);
 //! - a wait is `GET_LOCK(name, slice)` slices of at most 100 ms, so PHP
 //!   signal handlers run during it; GET_LOCK's NULL (the statement was
 //!   killed) is an error, never "busy";
@@ -29,6 +38,17 @@ use crate::lock::sys;
 
 #[derive(Debug)]
 pub struct MySql;
+
+/// The lock's name as every statement spells it: `X'…'`, the hex of its
+/// bytes (hex digits only: no name can change the statement).
+fn name_sql(target: &Target) -> String {
+    let hex: String = target
+        .param()
+        .bytes()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("X'{hex}'")
+}
 
 impl Dialect for MySql {
     fn driver(&self) -> &'static str {
@@ -69,17 +89,22 @@ impl Dialect for MySql {
         }
     }
 
-    fn try_lock_sql(&self) -> &'static str {
-        "SELECT GET_LOCK(?, 0)"
+    fn try_lock(&self, target: &Target) -> Query {
+        Query::new(
+            format!("SELECT GET_LOCK({}, 0)", name_sql(target)),
+            Vec::new(),
+        )
     }
 
     fn wait(&self, session: &mut dyn Session, target: &Target, slices: &mut dyn Slices) -> Waited {
+        // The seconds stay a parameter: one statement for every slice.
+        let sql = format!("SELECT GET_LOCK({}, ?)", name_sql(target));
         loop {
             let Some(slice) = slices.next(session) else {
                 return Waited::NotGranted;
             };
             let seconds = format!("{:.3}", slice.as_secs_f64());
-            match session.wait_query("SELECT GET_LOCK(?, ?)", &[target.param(), &seconds], slice) {
+            match session.wait_query(&sql, &[&seconds], slice) {
                 Ok(row) => match row.first().and_then(Value::int) {
                     Some(1) => return Waited::Granted,
                     Some(0) => {}
@@ -90,14 +115,20 @@ impl Dialect for MySql {
         }
     }
 
-    fn unlock_sql(&self) -> &'static str {
-        "SELECT RELEASE_LOCK(?)"
+    fn unlock(&self, target: &Target) -> Query {
+        Query::new(
+            format!("SELECT RELEASE_LOCK({})", name_sql(target)),
+            Vec::new(),
+        )
     }
 
     fn held_by_this_session(&self, target: &Target) -> Query {
         Query::new(
-            "SELECT IS_USED_LOCK(?) = CONNECTION_ID()",
-            vec![target.param().to_owned()],
+            format!(
+                "SELECT IS_USED_LOCK({}) = CONNECTION_ID()",
+                name_sql(target)
+            ),
+            Vec::new(),
         )
     }
 
@@ -107,9 +138,12 @@ impl Dialect for MySql {
 
     fn holder(&self, target: &Target) -> Query {
         Query::new(
-            "SELECT l.id, CONCAT(p.USER, '@', p.HOST), NULL FROM (SELECT IS_USED_LOCK(?) AS id) l \
-             LEFT JOIN information_schema.PROCESSLIST p ON p.ID = l.id",
-            vec![target.param().to_owned()],
+            format!(
+                "SELECT l.id, CONCAT(p.USER, '@', p.HOST), NULL FROM (SELECT IS_USED_LOCK({}) AS id) l \
+                 LEFT JOIN information_schema.PROCESSLIST p ON p.ID = l.id",
+                name_sql(target)
+            ),
+            Vec::new(),
         )
     }
 
@@ -200,5 +234,20 @@ impl Dialect for MySql {
             "SET SESSION wait_timeout = 31536000",
             Vec::new(),
         )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_is_a_hex_literal_of_the_server_names_bytes() {
+        // SELECT GET_LOCK(X'69742773', 0) is SELECT GET_LOCK('it''s', 0)
+        assert_eq!(name_sql(&MySql.target("it's")), "X'69742773'");
+        let hashed = name_sql(&MySql.target("Nightly Report"));
+        let sha1 = sha1_smol::Sha1::from("Nightly Report").digest().to_string();
+        let hex: String = sha1.bytes().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hashed, format!("X'63726f6e6c6f636b3a{hex}'"));
     }
 }

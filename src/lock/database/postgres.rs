@@ -51,8 +51,11 @@ impl Dialect for Postgres {
          pg_postmaster_start_time()), pg_backend_pid()"
     }
 
-    fn try_lock_sql(&self) -> &'static str {
-        "SELECT pg_try_advisory_lock(?::bigint)"
+    fn try_lock(&self, target: &Target) -> Query {
+        Query::new(
+            "SELECT pg_try_advisory_lock(?::bigint)",
+            vec![target.param().to_owned()],
+        )
     }
 
     fn wait(&self, session: &mut dyn Session, target: &Target, slices: &mut dyn Slices) -> Waited {
@@ -114,7 +117,7 @@ impl Dialect for Postgres {
         };
         if let Err(err) = session.query(restore, &[&saved]) {
             if acquired {
-                let _ = session.query(self.unlock_sql(), &[param]);
+                let _ = self.unlock(target).run(session);
             }
             return Waited::SettingsFailed(err);
         }
@@ -125,8 +128,11 @@ impl Dialect for Postgres {
         }
     }
 
-    fn unlock_sql(&self) -> &'static str {
-        "SELECT pg_advisory_unlock(?::bigint)"
+    fn unlock(&self, target: &Target) -> Query {
+        Query::new(
+            "SELECT pg_advisory_unlock(?::bigint)",
+            vec![target.param().to_owned()],
+        )
     }
 
     fn held_by_this_session(&self, target: &Target) -> Query {
