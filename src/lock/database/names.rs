@@ -41,7 +41,8 @@ const MYSQL_NAME_MAX: usize = 64;
 /// The server-side name of a lock, as the dialect's statements take it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    /// The one query parameter naming the lock.
+    /// The server's name of the lock (MySQL's lock name, PostgreSQL's key
+    /// in decimal): a query parameter, or a hex literal in MySQL's text.
     param: String,
     /// How a DBA sees it when that is not the name itself: `GET_LOCK name
     /// 'cronlock:…'` or `advisory key N`.
