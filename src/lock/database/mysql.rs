@@ -35,6 +35,7 @@ use super::names::{mysql_lock_name, Target};
 use super::session::{Session, Value};
 use crate::lock::shorten;
 use crate::lock::sys;
+use std::fmt::Write as _;
 
 #[derive(Debug)]
 pub struct MySql;
@@ -42,12 +43,14 @@ pub struct MySql;
 /// The lock's name as every statement spells it: `X'…'`, the hex of its
 /// bytes (hex digits only: no name can change the statement).
 fn name_sql(target: &Target) -> String {
-    let hex: String = target
-        .param()
-        .bytes()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    format!("X'{hex}'")
+    let name = target.param();
+    let mut sql = String::with_capacity(3 + 2 * name.len());
+    sql.push_str("X'");
+    for byte in name.bytes() {
+        let _ = write!(sql, "{byte:02x}");
+    }
+    sql.push('\'');
+    sql
 }
 
 impl Dialect for MySql {
