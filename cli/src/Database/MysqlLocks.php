@@ -16,7 +16,9 @@ use CronLock\Cli\LockRow;
  * 3. otherwise the process list: sessions waiting in GET_LOCK ('User lock')
  *    name their lock, and IS_USED_LOCK() finds the holder of each such name
  *    and of each --name.
- * Waiters are sessions in state 'User lock' (or PENDING). The process list
+ * Waiters are sessions in state 'User lock' (or PENDING), in either of two
+ * reads of the process list (DatabaseLocks::SECOND_READ_AFTER_US), each
+ * session counted once. The process list
  * names a waiter's lock by the statement's text: a quoted name (hand-written
  * SQL) or a hex literal X'…' / 0x… (CronLock\Database's, issue 19); a
  * statement prepared on the server with the name as a parameter
@@ -38,31 +40,47 @@ final class MysqlLocks
             $labels[DatabaseLocks::mysqlName($name)] = $name;
         }
         $sessions = [];
-        $waiting = [];
-        foreach ($pdo->query('SELECT ID, USER, HOST, COMMAND, TIME, STATE, INFO FROM information_schema.PROCESSLIST')->fetchAll(\PDO::FETCH_ASSOC) as $p) {
-            $sessions[(int) $p['ID']] = $p;
-            $lock = $p['STATE'] === 'User lock' ? self::waitedName((string) $p['INFO']) : null;
-            if ($lock !== null) {
-                $waiting[$lock] = (isset($waiting[$lock]) ? $waiting[$lock] : 0) + 1;
+        $pending = []; // lock name => waiters performance_schema lists
+        $waiters = []; // lock name => [session id => true]
+        foreach ([0, DatabaseLocks::SECOND_READ_AFTER_US] as $pause) {
+            usleep($pause);
+            foreach ($pdo->query('SELECT ID, USER, HOST, COMMAND, TIME, STATE, INFO FROM information_schema.PROCESSLIST')->fetchAll(\PDO::FETCH_ASSOC) as $p) {
+                $sessions[(int) $p['ID']] = $p;
+                $lock = $p['STATE'] === 'User lock' ? self::waitedName((string) $p['INFO']) : null;
+                if ($lock !== null) {
+                    $waiters[$lock][(int) $p['ID']] = true;
+                }
             }
         }
         $holders = self::fromLockInfo($pdo);
         $source = 'information_schema.METADATA_LOCK_INFO';
         if ($holders === null) {
-            $holders = self::fromPerformanceSchema($pdo, $waiting);
+            $holders = self::fromPerformanceSchema($pdo, $pending);
             $source = 'performance_schema.metadata_locks';
         }
         if ($holders === null) {
             $holders = [];
             $source = 'the process list and IS_USED_LOCK() (no lock view: performance_schema with the mdl instrument, or MariaDB\'s metadata_lock_info plugin, lists every lock)';
             $used = $pdo->prepare('SELECT IS_USED_LOCK(?)');
-            foreach (array_unique(array_merge(array_keys($waiting), array_keys($labels))) as $lock) {
+            foreach (array_unique(array_merge(array_keys($waiters), array_keys($labels))) as $lock) {
                 $used->execute([(string) $lock]);
                 $id = $used->fetchColumn();
                 if ($id !== null && $id !== false) {
                     $holders[(string) $lock] = ['id' => (int) $id, 'ms' => null];
                 }
             }
+        }
+        $waiting = [];
+        foreach ($waiters as $lock => $ids) {
+            if (isset($holders[$lock])) {
+                unset($ids[$holders[$lock]['id']]); // it waited in the first read and holds it now
+            }
+            if ($ids !== []) {
+                $waiting[$lock] = count($ids);
+            }
+        }
+        foreach ($pending as $lock => $count) {
+            $waiting[$lock] = max($count, isset($waiting[$lock]) ? $waiting[$lock] : 0);
         }
         $rows = [];
         $now = time();
@@ -129,10 +147,10 @@ final class MysqlLocks
     }
 
     /**
-     * @param array<string, int> $waiting counted here too (PENDING), when the process list missed them
+     * @param array<string, int> $pending set to the waiters (PENDING) per lock, which the process list may miss
      * @return array<string, array{id: int, ms: int|null}>|null null: performance_schema off, or the mdl instrument off
      */
-    private static function fromPerformanceSchema(\PDO $pdo, array &$waiting)
+    private static function fromPerformanceSchema(\PDO $pdo, array &$pending)
     {
         try {
             if ((int) $pdo->query('SELECT @@performance_schema')->fetchColumn() !== 1
@@ -145,7 +163,6 @@ final class MysqlLocks
             return null; // not readable for this login
         }
         $holders = [];
-        $pending = [];
         foreach ($found as $lock) {
             $name = (string) $lock['OBJECT_NAME'];
             if ($lock['LOCK_STATUS'] === 'GRANTED') {
@@ -153,9 +170,6 @@ final class MysqlLocks
             } elseif ($lock['LOCK_STATUS'] === 'PENDING') {
                 $pending[$name] = (isset($pending[$name]) ? $pending[$name] : 0) + 1;
             }
-        }
-        foreach ($pending as $name => $count) {
-            $waiting[$name] = max($count, isset($waiting[$name]) ? $waiting[$name] : 0);
         }
         return $holders;
     }

@@ -9,7 +9,8 @@ use CronLock\Cli\Processes;
 /**
  * Advisory locks on one 64-bit key (CronLock\Database's, objsubid 1) in
  * the DSN's database, from pg_locks joined to pg_stat_activity: granted
- * ones are holders, the others waiters. cronlock's own connections name
+ * ones are holders, the others waiters (two reads, each backend counted
+ * once: DatabaseLocks::SECOND_READ_AFTER_US). cronlock's own connections name
  * their process (`application_name` "cronlock pid N on HOST"), so the pid
  * and host are shown, and whether it lives when it is this host's.
  * PostgreSQL records no time of an advisory lock: since is the end of the
@@ -37,19 +38,31 @@ SQL;
         foreach ($names as $name) {
             $labels[DatabaseLocks::pgsqlKey($name)] = $name;
         }
+        $first = $pdo->query(self::QUERY)->fetchAll(\PDO::FETCH_ASSOC);
+        usleep(DatabaseLocks::SECOND_READ_AFTER_US);
+        $second = $pdo->query(self::QUERY)->fetchAll(\PDO::FETCH_ASSOC);
+        $waiters = []; // key => [backend pid => true], from either read
+        $granted = []; // key => [backend pid => true], from either read
+        foreach (array_merge($first, $second) as $lock) {
+            if (self::granted($lock['granted'])) {
+                $granted[(int) $lock['key']][(int) $lock['pid']] = true;
+            } else {
+                $waiters[(int) $lock['key']][(int) $lock['pid']] = true;
+            }
+        }
         $byKey = [];
         $hostname = Processes::hostname();
-        foreach ($pdo->query(self::QUERY)->fetchAll(\PDO::FETCH_ASSOC) as $lock) {
+        foreach (array_merge($second, $first) as $lock) {
             $key = (int) $lock['key'];
             if (!isset($byKey[$key])) {
                 $byKey[$key] = new LockRow();
                 $byKey[$key]->name = isset($labels[$key]) ? $labels[$key] : "key $key";
-                $byKey[$key]->waiters = 0;
+                // one that waited in the first read may hold it in the second
+                $byKey[$key]->waiters = isset($waiters[$key]) ? count(array_diff_key($waiters[$key], isset($granted[$key]) ? $granted[$key] : [])) : 0;
             }
             $row = $byKey[$key];
-            if (!self::granted($lock['granted'])) {
-                $row->waiters++;
-                continue;
+            if (!self::granted($lock['granted']) || $row->state === 'held') {
+                continue; // the holder: from the second read when it has one
             }
             $row->state = 'held';
             $row->connection = "PostgreSQL backend {$lock['pid']}";
