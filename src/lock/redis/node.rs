@@ -2,7 +2,7 @@
 //! more after a broken connection), and telling two DSNs of one server
 //! apart. Every topology ends at nodes.
 
-use super::connection::{run_retrying_once, with_connection, Server};
+use super::connection::{run_retrying_once, with_connection, Conn, Server};
 use super::errors::Fault;
 use super::options::RedisOptions;
 use redis::{Connection, ConnectionAddr, ErrorKind, RedisError, RedisResult};
@@ -16,7 +16,7 @@ pub(super) type NodeResult<T> = Result<(T, bool), Fault>;
 /// Where a server is and our connection to it (opened on first use).
 pub(super) struct Node {
     pub(super) server: Server,
-    pub(super) conn: Option<Connection>,
+    pub(super) conn: Option<Conn>,
 }
 
 impl Node {
@@ -99,9 +99,8 @@ impl Node {
             }
             let bounded = options.within(left);
             with_connection(&mut node.conn, &node.server, &bounded, |conn| {
-                // A kept connection carries the timeouts of its last command.
-                conn.set_read_timeout(Some(bounded.read_timeout))?;
-                conn.set_write_timeout(Some(bounded.read_timeout))?;
+                // The same bound as the last command's sets nothing.
+                conn.time_out_after(bounded.read_timeout)?;
                 command(conn)
             })
         };

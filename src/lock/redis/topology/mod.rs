@@ -14,7 +14,7 @@ pub use sentinel::SentinelAuth;
 
 pub(super) use master::{Attempt, Mode, Verdict};
 
-use super::connection::Server;
+use super::connection::{Conn, Server};
 use super::dsn::Secrets;
 use super::errors::FailedOp;
 use super::node::NodeResult;
@@ -196,7 +196,7 @@ impl Topology {
     /// [`Master::for_each_connection`]).
     pub(super) fn for_each_connection(
         &mut self,
-        visit: &mut dyn FnMut(&Server, &mut Option<Connection>),
+        visit: &mut dyn FnMut(&Server, &mut Option<Conn>),
     ) {
         by_kind!(self, master => master.for_each_connection(visit), redlock => {
             for master in &mut redlock.masters {
