@@ -62,10 +62,11 @@ final class RedisSyscallsTest extends TestCase
      * @group extension-only
      * cronlock/polyfill talks to one Redis server only (no Redlock).
      */
-    public function testARedlockCycleSetsNoSocketOption(): void
+    public function testARedlockCycleStartsNoThreadAndSetsNoSocketOption(): void
     {
         $this->topology = RedisTopology::masters(3);
         $calls = self::callsPerCycle($this->topology->dsn(), false);
+        self::assertSame(0, $calls['clone'], 'threads started in ' . self::CYCLES . ' cycles');
         self::assertSame(0, $calls['setsockopt'], 'setsockopt calls in ' . self::CYCLES . ' cycles');
     }
 

@@ -38,6 +38,11 @@ impl Conn {
         self.timeout = Some(timeout);
         Ok(())
     }
+
+    /// The read and write timeout the socket carries (`None`: not known).
+    pub(super) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
 }
 
 impl Deref for Conn {
@@ -158,14 +163,20 @@ pub(super) fn with_connection<T>(
         None => open(server, options).map_err(Fault::Connect)?,
     };
     let result = command(&mut conn);
-    let in_step = match &result {
-        Ok(_) => true,
-        Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
-    };
-    if in_step {
+    if in_step(&result) {
         *slot = Some(conn);
     }
     result.map_err(Fault::Command)
+}
+
+/// Whether a connection is still fit for the next command after a command
+/// ended with `result`: not after a timeout or I/O error (its replies may be
+/// out of step), only after a reply (an error reply too).
+pub(super) fn in_step<T>(result: &RedisResult<T>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
+    }
 }
 
 /// [`with_connection`], and once more on a new connection when the command

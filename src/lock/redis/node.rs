@@ -85,33 +85,45 @@ impl Node {
         deadline: Option<Instant>,
         mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> NodeResult<T> {
-        let left = || {
-            deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            })
-        };
-        let mut once = |node: &mut Node| {
-            let left = left();
-            if left.is_zero() {
-                return Err(Fault::Command(RedisError::from(std::io::Error::from(
-                    std::io::ErrorKind::TimedOut,
-                ))));
-            }
-            let bounded = options.within(left);
-            with_connection(&mut node.conn, &node.server, &bounded, |conn| {
-                // The same bound as the last command's sets nothing.
-                conn.time_out_after(bounded.read_timeout)?;
-                command(conn)
-            })
-        };
-        match once(self) {
+        match self.once_before(options, deadline, &mut command) {
             Ok(value) => Ok((value, false)),
-            Err(Fault::Command(err)) if err.kind() == ErrorKind::Io && !left().is_zero() => {
-                once(self).map(|value| (value, true))
+            Err(Fault::Command(err))
+                if err.kind() == ErrorKind::Io && !left(deadline).is_zero() =>
+            {
+                self.once_before(options, deadline, command)
+                    .map(|value| (value, true))
             }
             Err(failure) => Err(failure),
         }
     }
+
+    /// One try of [`Node::run_before`] (a new connection if there is none).
+    pub(super) fn once_before<T>(
+        &mut self,
+        options: &RedisOptions,
+        deadline: Option<Instant>,
+        command: impl FnOnce(&mut Connection) -> RedisResult<T>,
+    ) -> Result<T, Fault> {
+        let left = left(deadline);
+        if left.is_zero() {
+            return Err(Fault::Command(RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::TimedOut,
+            ))));
+        }
+        let bounded = options.within(left);
+        with_connection(&mut self.conn, &self.server, &bounded, |conn| {
+            // The same bound as the last command's sets nothing.
+            conn.time_out_after(bounded.read_timeout)?;
+            command(conn)
+        })
+    }
+}
+
+/// What is left until `deadline` (no deadline: all the time there is).
+fn left(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(Instant::now())
+    })
 }
 
 fn canonical_host(host: &str) -> String {
