@@ -61,6 +61,8 @@ ensure_deps() {
         "mysql:mariadb-client"
         "psql:postgresql-client"
         "setpriv:util-linux"
+        # system calls per lock cycle: php-tests/RedisSyscallsTest.php, bench/syscalls.php
+        "strace:strace"
         "node:nodejs"
         "npm:npm"
     )

@@ -1,10 +1,63 @@
 //! Opening a connection (with AUTH/SELECT under one deadline) and running
 //! a command on it, once more after a broken connection.
+//!
+//! Traps it closes:
+//! - a kept connection carries the socket timeouts of its last command, and
+//!   setting them is two `setsockopt` calls: [`Conn`] remembers what it
+//!   carries, so a command with the same bound as the last sets nothing;
+//! - a `setsockopt` that failed halfway leaves the timeouts unknown: the
+//!   next bound sets both again.
 
 use super::errors::{is_interrupted, Fault};
 use super::options::RedisOptions;
 use redis::{Client, Connection, ErrorKind, RedisResult};
+use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
+
+/// A connection and the read and write timeout its socket carries.
+pub(super) struct Conn {
+    connection: Connection,
+    /// `None`: not known (never set, or a set that failed).
+    timeout: Option<Duration>,
+}
+
+impl Conn {
+    /// Makes the socket's read and write timeouts `timeout`, calling
+    /// `setsockopt` only when they are something else now.
+    ///
+    /// # Errors
+    ///
+    /// The socket refused the timeout (a zero one, a closed socket).
+    pub(super) fn time_out_after(&mut self, timeout: Duration) -> RedisResult<()> {
+        if self.timeout == Some(timeout) {
+            return Ok(());
+        }
+        self.timeout = None;
+        self.connection.set_read_timeout(Some(timeout))?;
+        self.connection.set_write_timeout(Some(timeout))?;
+        self.timeout = Some(timeout);
+        Ok(())
+    }
+
+    /// The read and write timeout the socket carries (`None`: not known).
+    pub(super) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+impl Deref for Conn {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.connection
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.connection
+    }
+}
 
 /// Where and as whom to connect. `client` knows only the address and TLS:
 /// the redis crate would pipeline AUTH, SELECT and two `CLIENT SETINFO` and
@@ -37,7 +90,13 @@ impl Server {
     }
 }
 
-pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Connection> {
+/// A new connection to `server`, ready for commands (authenticated, its
+/// database selected, checked to answer), with `options`' timeouts.
+///
+/// # Errors
+///
+/// The connect, a handshake command or its reply failed or timed out.
+pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Conn> {
     // No representable deadline means no deadline beyond the socket's own.
     let deadline = Instant::now() + options.connect_timeout;
     let mut conn = server
@@ -82,8 +141,11 @@ pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Conne
         // out within connect_timeout, not on the first command.
         handshake(&redis::cmd("PING"))?;
     }
-    conn.set_read_timeout(Some(options.read_timeout))?;
-    conn.set_write_timeout(Some(options.read_timeout))?;
+    let mut conn = Conn {
+        connection: conn,
+        timeout: None,
+    };
+    conn.time_out_after(options.read_timeout)?;
     Ok(conn)
 }
 
@@ -91,24 +153,30 @@ pub(super) fn open(server: &Server, options: &RedisOptions) -> RedisResult<Conne
 /// A connection that failed other than by an error reply is dropped: after
 /// a timeout or I/O error its replies may be out of step.
 pub(super) fn with_connection<T>(
-    slot: &mut Option<Connection>,
+    slot: &mut Option<Conn>,
     server: &Server,
     options: &RedisOptions,
-    command: impl FnOnce(&mut Connection) -> RedisResult<T>,
+    command: impl FnOnce(&mut Conn) -> RedisResult<T>,
 ) -> std::result::Result<T, Fault> {
     let mut conn = match slot.take() {
         Some(conn) => conn,
         None => open(server, options).map_err(Fault::Connect)?,
     };
     let result = command(&mut conn);
-    let in_step = match &result {
-        Ok(_) => true,
-        Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
-    };
-    if in_step {
+    if in_step(&result) {
         *slot = Some(conn);
     }
     result.map_err(Fault::Command)
+}
+
+/// Whether a connection is still fit for the next command after a command
+/// ended with `result`: not after a timeout or I/O error (its replies may be
+/// out of step), only after a reply (an error reply too).
+pub(super) fn in_step<T>(result: &RedisResult<T>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
+    }
 }
 
 /// [`with_connection`], and once more on a new connection when the command
@@ -120,12 +188,13 @@ pub(super) fn with_connection<T>(
 /// handler pending is not retried, so that a waiter returns to PHP at once
 /// (a socket read with a timeout fails with EINTR even under SA_RESTART).
 pub(super) fn run_retrying_once<T>(
-    slot: &mut Option<Connection>,
+    slot: &mut Option<Conn>,
     server: &Server,
     options: &RedisOptions,
     stop_on_signal: bool,
     mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
 ) -> std::result::Result<(T, bool), Fault> {
+    let mut command = |conn: &mut Conn| command(conn);
     match with_connection(slot, server, options, &mut command) {
         Ok(value) => Ok((value, false)),
         Err(Fault::Command(err))

@@ -1,9 +1,8 @@
 //! A waiter's subscription to `<key>:released`.
 
-use super::connection::{open, Server};
+use super::connection::{open, Conn, Server};
 use super::errors::is_interrupted;
 use super::options::RedisOptions;
-use redis::Connection;
 use std::mem;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ const RESUBSCRIBE_INTERVAL: Duration = Duration::from_secs(1);
 /// The second connection of a waiter, subscribed to `<key>:released`.
 #[derive(Default)]
 pub(super) struct Listener {
-    conn: Option<Connection>,
+    conn: Option<Conn>,
     /// When we last tried to subscribe; `None`: never, or after a break.
     tried_at: Option<Instant>,
 }

@@ -2,7 +2,7 @@
 //! more after a broken connection), and telling two DSNs of one server
 //! apart. Every topology ends at nodes.
 
-use super::connection::{run_retrying_once, with_connection, Server};
+use super::connection::{run_retrying_once, with_connection, Conn, Server};
 use super::errors::Fault;
 use super::options::RedisOptions;
 use redis::{Connection, ConnectionAddr, ErrorKind, RedisError, RedisResult};
@@ -16,7 +16,7 @@ pub(super) type NodeResult<T> = Result<(T, bool), Fault>;
 /// Where a server is and our connection to it (opened on first use).
 pub(super) struct Node {
     pub(super) server: Server,
-    pub(super) conn: Option<Connection>,
+    pub(super) conn: Option<Conn>,
 }
 
 impl Node {
@@ -85,34 +85,45 @@ impl Node {
         deadline: Option<Instant>,
         mut command: impl FnMut(&mut Connection) -> RedisResult<T>,
     ) -> NodeResult<T> {
-        let left = || {
-            deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            })
-        };
-        let mut once = |node: &mut Node| {
-            let left = left();
-            if left.is_zero() {
-                return Err(Fault::Command(RedisError::from(std::io::Error::from(
-                    std::io::ErrorKind::TimedOut,
-                ))));
-            }
-            let bounded = options.within(left);
-            with_connection(&mut node.conn, &node.server, &bounded, |conn| {
-                // A kept connection carries the timeouts of its last command.
-                conn.set_read_timeout(Some(bounded.read_timeout))?;
-                conn.set_write_timeout(Some(bounded.read_timeout))?;
-                command(conn)
-            })
-        };
-        match once(self) {
+        match self.once_before(options, deadline, &mut command) {
             Ok(value) => Ok((value, false)),
-            Err(Fault::Command(err)) if err.kind() == ErrorKind::Io && !left().is_zero() => {
-                once(self).map(|value| (value, true))
+            Err(Fault::Command(err))
+                if err.kind() == ErrorKind::Io && !left(deadline).is_zero() =>
+            {
+                self.once_before(options, deadline, command)
+                    .map(|value| (value, true))
             }
             Err(failure) => Err(failure),
         }
     }
+
+    /// One try of [`Node::run_before`] (a new connection if there is none).
+    pub(super) fn once_before<T>(
+        &mut self,
+        options: &RedisOptions,
+        deadline: Option<Instant>,
+        command: impl FnOnce(&mut Connection) -> RedisResult<T>,
+    ) -> Result<T, Fault> {
+        let left = left(deadline);
+        if left.is_zero() {
+            return Err(Fault::Command(RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::TimedOut,
+            ))));
+        }
+        let bounded = options.within(left);
+        with_connection(&mut self.conn, &self.server, &bounded, |conn| {
+            // The same bound as the last command's sets nothing.
+            conn.time_out_after(bounded.read_timeout)?;
+            command(conn)
+        })
+    }
+}
+
+/// What is left until `deadline` (no deadline: all the time there is).
+fn left(deadline: Option<Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| {
+        d.saturating_duration_since(Instant::now())
+    })
 }
 
 fn canonical_host(host: &str) -> String {

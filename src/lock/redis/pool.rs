@@ -7,24 +7,24 @@
 //!
 //! Traps it closes:
 //! - a connection carries the timeouts of the operation that last used it:
-//!   lending sets the borrower's;
+//!   lending sets the borrower's (no `setsockopt` when they are the same,
+//!   see [`Conn::time_out_after`]);
 //! - in a `fork()` child the kept connections are the parent's sockets (and
 //!   TLS sessions): they are forgotten, never closed or used;
 //! - an operation that calls another (a confirm that renews) lends and takes
 //!   back only at the outermost level ([`Shared::lend`]'s depth).
 
-use super::connection::Server;
+use super::connection::{Conn, Server};
 use super::options::RedisOptions;
 use super::topology::Topology;
 use crate::lock::owner::Owner;
-use redis::Connection;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::mem;
 
 /// Idle connections by server and credentials.
 pub(super) struct Pool {
-    idle: HashMap<String, Connection>,
+    idle: HashMap<String, Conn>,
     /// The process whose sockets `idle` holds.
     owner: Owner,
 }
@@ -43,13 +43,10 @@ impl Pool {
     /// server, if any, set to `options`' timeouts.
     pub(super) fn lend(&mut self, topology: &mut Topology, options: &RedisOptions) {
         self.adopt_process();
-        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
+        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Conn>| {
             if slot.is_none() {
-                if let Some(conn) = self.idle.remove(&server.pool_key()) {
-                    let timed = conn
-                        .set_read_timeout(Some(options.read_timeout))
-                        .and_then(|()| conn.set_write_timeout(Some(options.read_timeout)));
-                    if timed.is_ok() {
+                if let Some(mut conn) = self.idle.remove(&server.pool_key()) {
+                    if conn.time_out_after(options.read_timeout).is_ok() {
                         *slot = Some(conn);
                     }
                 }
@@ -61,7 +58,7 @@ impl Pool {
     /// reconnect replaces none: a second one to a server is closed).
     pub(super) fn take_back(&mut self, topology: &mut Topology) {
         self.adopt_process();
-        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Connection>| {
+        topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Conn>| {
             if let Some(conn) = slot.take() {
                 self.idle.entry(server.pool_key()).or_insert(conn);
             }

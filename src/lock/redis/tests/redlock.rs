@@ -415,3 +415,36 @@ fn a_once_per_confirm_keeps_a_redlock_to_the_windows_end() {
         assert_eq!(pexpiretime(&mut raw, "job"), window_end);
     }
 }
+
+/// With every master's connection kept, a command is written to all of
+/// them before any reply is read (`topology/fanout.rs`): a master that lost
+/// the scripts (`SCRIPT FLUSH`, a restart) answers NOSCRIPT and gets them
+/// loaded, and a master killed under its kept connection is tried once more
+/// on a new one and outvoted.
+#[test]
+fn kept_connections_reload_flushed_scripts_and_outvote_a_killed_master() {
+    let mut servers = masters(3);
+    let dsns = dsns(&servers);
+    let mut a = redlock(&dsns, Duration::from_secs(10), quick());
+    assert_eq!(a.acquire(Wait::Once), Ok(true), "connects, on threads");
+    assert_eq!(a.release(), Ok(true), "on the kept connections");
+    for server in &servers {
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query::<()>(&mut server.raw())
+            .unwrap();
+    }
+    assert_eq!(a.acquire(Wait::Once), Ok(true), "the scripts loaded again");
+    let token = a.token().unwrap().to_owned();
+    for server in &servers {
+        assert_eq!(
+            get(&mut server.raw(), "job").as_deref(),
+            Some(token.as_str())
+        );
+    }
+    servers[1].kill();
+    assert_eq!(a.renew(None), Ok(true), "two of three renew");
+    assert_eq!(a.release(), Ok(true), "and release");
+    assert_eq!(get(&mut servers[0].raw(), "job"), None);
+    assert_eq!(get(&mut servers[2].raw(), "job"), None);
+}

@@ -10,7 +10,7 @@
 //! suffix); without one they get `$key` as their hash tag (`{$key}` +
 //! suffix), which hashes like `$key` itself.
 
-use super::super::connection::{with_connection, Server};
+use super::super::connection::{with_connection, Conn, Server};
 use super::super::dsn::{
     parse_dsn, refused_part, split_fragment, starts_with_ignoring_case, with_default_port, Secrets,
 };
@@ -114,7 +114,7 @@ impl Master for Cluster {
         self.node.forget_connection();
     }
 
-    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Conn>)) {
         visit(&self.node.server, &mut self.node.conn);
     }
 }
@@ -222,7 +222,7 @@ impl Seeds {
             let left = deadline.saturating_duration_since(Instant::now());
             let bounded = options.within(left);
             let failure = match with_connection(&mut node.conn, &node.server, &bounded, |conn| {
-                set_timeouts(conn, bounded.read_timeout)?;
+                conn.time_out_after(bounded.read_timeout)?;
                 command(conn)
             }) {
                 Ok(done) => return Ok((done, broken_once)),
@@ -293,7 +293,7 @@ impl Seeds {
                     let bounded =
                         options.within(deadline.saturating_duration_since(Instant::now()));
                     match with_connection(&mut target.conn, &target.server, &bounded, |conn| {
-                        set_timeouts(conn, bounded.read_timeout)?;
+                        conn.time_out_after(bounded.read_timeout)?;
                         redis::cmd("ASKING").query::<()>(conn)?;
                         match command(conn) {
                             // A script the node did not know: the crate
@@ -344,11 +344,6 @@ fn redirect_loop(between: &[String], started: Instant, broken_once: bool) -> Fau
 /// may take (a reply, a reconnect, the reply of the retry).
 fn call_budget(options: &RedisOptions) -> Duration {
     options.read_timeout * 2 + options.connect_timeout
-}
-
-fn set_timeouts(conn: &mut Connection, timeout: Duration) -> RedisResult<()> {
-    conn.set_read_timeout(Some(timeout))?;
-    conn.set_write_timeout(Some(timeout))
 }
 
 /// The names of `<key>:fence` and `<key>:released` in the key's slot, or

@@ -4,7 +4,7 @@
 //! one `ConnectionLike`), the acquire attempt's outcome, and the verdict of
 //! a yes/no script.
 
-use super::super::connection::{with_connection, Server};
+use super::super::connection::{with_connection, Conn, Server};
 use super::super::errors::Fault;
 use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
@@ -42,7 +42,7 @@ pub(super) trait Master {
 
     /// Each connection slot and the server it is for, so that the renewal
     /// thread can lend it a connection it keeps and take it back.
-    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>));
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Conn>));
 }
 
 /// The acquire script's reply: `{1, fence, '', window end, ms until it}`
@@ -122,11 +122,10 @@ pub(super) fn once_on<T>(
     command: impl FnOnce(&mut Connection) -> RedisResult<T>,
 ) -> Result<T, Fault> {
     with_connection(&mut node.conn, &node.server, bounded, |conn| {
-        conn.set_read_timeout(Some(bounded.read_timeout))?;
+        conn.time_out_after(bounded.read_timeout)?;
         let reply = command(conn);
         // The connection may be kept for the next command.
-        conn.set_read_timeout(Some(usual.read_timeout))?;
-        conn.set_write_timeout(Some(usual.read_timeout))?;
+        conn.time_out_after(usual.read_timeout)?;
         reply
     })
 }

@@ -5,6 +5,7 @@
 //! between the kinds is decided here, once.
 
 mod cluster;
+mod fanout;
 mod master;
 mod redlock;
 mod sentinel;
@@ -14,7 +15,7 @@ pub use sentinel::SentinelAuth;
 
 pub(super) use master::{Attempt, Mode, Verdict};
 
-use super::connection::Server;
+use super::connection::{Conn, Server};
 use super::dsn::Secrets;
 use super::errors::FailedOp;
 use super::node::NodeResult;
@@ -23,6 +24,7 @@ use super::target::Target;
 use super::token::HolderValue;
 use crate::error::{Error, Result};
 use cluster::Cluster;
+use fanout::Command;
 use master::{once_on, quorum, verdict, AcquireReply, Master};
 use redis::{Connection, RedisResult, ScriptInvocation};
 use redlock::Redlock;
@@ -196,7 +198,7 @@ impl Topology {
     /// [`Master::for_each_connection`]).
     pub(super) fn for_each_connection(
         &mut self,
-        visit: &mut dyn FnMut(&Server, &mut Option<Connection>),
+        visit: &mut dyn FnMut(&Server, &mut Option<Conn>),
     ) {
         by_kind!(self, master => master.for_each_connection(visit), redlock => {
             for master in &mut redlock.masters {
@@ -246,10 +248,10 @@ impl Topology {
         &mut self,
         options: &RedisOptions,
         deadline: Option<Instant>,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
+        command: &Command<'_, i64>,
         yes: impl Fn(i64, bool) -> bool,
     ) -> Verdict {
-        let results = by_kind!(self, master => vec![master.run(options, false, command)],
+        let results = by_kind!(self, master => vec![master.run(options, false, |conn: &mut Connection| command(conn))],
             redlock => redlock.on_all(options, deadline, command));
         verdict(results, yes)
     }
@@ -266,11 +268,11 @@ impl Topology {
         target: &Target,
         op: &str,
         deadline: Option<Instant>,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<i64> + Sync),
+        command: &Command<'_, i64>,
         yes: impl Fn(i64, bool) -> bool,
     ) -> Result<bool> {
         by_kind!(self, master => {
-            let (reply, retried) = run_on(master, target, op, false, command)?;
+            let (reply, retried) = run_on(master, target, op, false, |conn: &mut Connection| command(conn))?;
             Ok(yes(reply, retried))
         }, redlock => {
             let budget = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -290,9 +292,9 @@ impl Topology {
         &mut self,
         options: &RedisOptions,
         deadline: Option<Instant>,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+        command: &Command<'_, T>,
     ) -> Vec<NodeResult<T>> {
-        by_kind!(self, master => vec![master.run(options, false, command)],
+        by_kind!(self, master => vec![master.run(options, false, |conn: &mut Connection| command(conn))],
             redlock => redlock.on_all(options, deadline, command))
     }
 
@@ -308,10 +310,10 @@ impl Topology {
         &mut self,
         target: &Target,
         op: &str,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+        command: &Command<'_, T>,
     ) -> Result<T> {
         by_kind!(self, master => {
-            Ok(run_on(master, target, op, false, command)?.0)
+            Ok(run_on(master, target, op, false, |conn: &mut Connection| command(conn))?.0)
         }, redlock => {
             let results = redlock.on_all(&target.options, None, command);
             let masters = results.len();

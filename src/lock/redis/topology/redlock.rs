@@ -2,9 +2,11 @@
 //! granted it (see the module docs of `lock::redis`, "Redlock"): a
 //! composite of single masters, as Symfony's `CombinedStore` is of stores.
 //!
-//! Every operation goes to all masters at once (one thread per master, so a
-//! master that is down or stopped costs its timeout once, not once per
-//! master), each with the single-node retry after a broken connection.
+//! Every operation goes to all masters at once, so that a master that is
+//! down or stopped costs its timeout once, not once per master, each with
+//! the single-node retry after a broken connection: written to every kept
+//! connection before any reply is read ([`fanout`](super::fanout)), or,
+//! when a master must be connected to first, one thread per master.
 
 use super::super::dsn::Secrets;
 use super::super::errors::{FailedOp, Fault};
@@ -12,11 +14,12 @@ use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
 use super::super::target::Target;
 use super::super::token::HolderValue;
+use super::fanout::{on_kept_connections, Command};
 use super::master::{quorum, AcquireReply, Attempt, Mode};
 use super::single::Single;
 use crate::error::{Error, Result};
 use crate::lock::signals;
-use redis::{Connection, ErrorKind, RedisError, RedisResult, ScriptInvocation};
+use redis::{ErrorKind, RedisError, ScriptInvocation};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -120,11 +123,12 @@ impl Redlock {
         &mut self,
         options: &RedisOptions,
         deadline: Option<Instant>,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+        command: &Command<'_, T>,
     ) -> Vec<NodeResult<T>> {
-        in_parallel(&mut self.masters, &|master| {
-            master.run_before(options, deadline, command)
-        })
+        self.on_all_noting_sent(options, deadline, command)
+            .into_iter()
+            .map(|(result, _)| result)
+            .collect()
     }
 
     /// [`Redlock::on_all`], also saying for each master whether `command`
@@ -134,9 +138,21 @@ impl Redlock {
         &mut self,
         options: &RedisOptions,
         deadline: Option<Instant>,
-        command: &(dyn Fn(&mut Connection) -> RedisResult<T> + Sync),
+        command: &Command<'_, T>,
     ) -> Vec<(NodeResult<T>, bool)> {
-        let results = in_parallel(&mut self.masters, &|master| {
+        on_kept_connections(&mut self.masters, options, deadline, command)
+            .unwrap_or_else(|| self.on_threads_noting_sent(options, deadline, command))
+    }
+
+    /// [`Redlock::on_all_noting_sent`] with one thread per master, each
+    /// connecting first if it must.
+    fn on_threads_noting_sent<T: Send>(
+        &mut self,
+        options: &RedisOptions,
+        deadline: Option<Instant>,
+        command: &Command<'_, T>,
+    ) -> Vec<(NodeResult<T>, bool)> {
+        let results = in_parallel(self.masters.iter_mut().collect(), &|master| {
             let mut sent = false;
             let result = master.run_before(options, deadline, |conn| {
                 sent = true;
@@ -158,7 +174,9 @@ impl Redlock {
         &mut self,
         run: &(dyn Fn(&mut Node) -> std::result::Result<T, Fault> + Sync),
     ) -> Vec<std::result::Result<T, Fault>> {
-        in_parallel(&mut self.masters, &|master| run(&mut master.node))
+        in_parallel(self.masters.iter_mut().collect(), &|master| {
+            run(&mut master.node)
+        })
     }
 
     /// One acquire (or confirm) on every master. Held when a majority
@@ -182,9 +200,16 @@ impl Redlock {
         // stalled minority still has half of it left.
         let budget = valid_for(target.ttl) / 2;
         // Until every master said who it is: INFO first, on the same
-        // connection, so that two DSNs of one server are caught.
+        // connection, so that two DSNs of one server are caught (on
+        // threads: the script after INFO would be awaited master after
+        // master).
         let identify = self.run_ids.iter().any(Option::is_none);
-        let results = self.on_all_noting_sent(&target.options, Some(sent + budget), &|conn| {
+        let on_all = if identify {
+            Self::on_threads_noting_sent
+        } else {
+            Self::on_all_noting_sent
+        };
+        let results = on_all(self, &target.options, Some(sent + budget), &|conn| {
             let run_id = if identify {
                 match redis::cmd("INFO").arg("server").query::<String>(conn) {
                     Ok(info) => Some(run_id_in(&info)),
@@ -302,7 +327,7 @@ impl Redlock {
                 },
             })
             .collect();
-        let results = in_parallel(&mut masters, &|master| {
+        let results = in_parallel(masters.iter_mut().collect(), &|master| {
             master.run_before(&target.options, None, |conn| invocation.invoke::<i64>(conn))
         });
         for (master, &index) in masters.into_iter().zip(granted) {
@@ -424,18 +449,18 @@ fn run_id_in(info: &str) -> String {
 
 /// Runs `run` on every master, one scoped thread each when there are
 /// several (one runs on this thread).
-fn in_parallel<T: Send>(
-    masters: &mut [Single],
+pub(super) fn in_parallel<T: Send>(
+    mut masters: Vec<&mut Single>,
     run: &(dyn Fn(&mut Single) -> std::result::Result<T, Fault> + Sync),
 ) -> Vec<std::result::Result<T, Fault>> {
-    if let [master] = masters {
+    if let [master] = masters.as_mut_slice() {
         return vec![run(master)];
     }
     thread::scope(|scope| {
         // Signals are the PHP thread's to take (see lock::signals).
         let started: Vec<_> = signals::with_signals_blocked(|| {
             masters
-                .iter_mut()
+                .into_iter()
                 .map(|master| {
                     thread::Builder::new()
                         .name("cronlock-redlock".to_owned())

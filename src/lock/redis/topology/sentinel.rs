@@ -6,7 +6,7 @@
 //! `ROLE` that it reached a master. An old master that still takes writes
 //! after a failover is never asked again.
 
-use super::super::connection::{open, Server};
+use super::super::connection::{open, Conn, Server};
 use super::super::dsn::{
     parse_dsn, percent_decoded, refused_part, split_fragment, starts_with_ignoring_case,
     with_default_port, Secrets,
@@ -48,7 +48,7 @@ pub(in crate::lock::redis) struct Sentinel {
     /// The sentinel that answered last (asked first next time).
     at: usize,
     /// Our connection to it.
-    conn: Option<Connection>,
+    conn: Option<Conn>,
     /// The master the sentinels named last (a placeholder until asked).
     node: Node,
     /// The last command on `node`'s connection succeeded: the next one
@@ -237,7 +237,7 @@ impl Sentinel {
             let reply = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
                 .arg(&self.master)
-                .query::<Option<(String, u16)>>(&mut conn);
+                .query::<Option<(String, u16)>>(&mut *conn);
             let addr = self.sentinels[index]
                 .client
                 .get_connection_info()
@@ -352,7 +352,7 @@ impl Master for Sentinel {
         self.node.forget_connection();
     }
 
-    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Conn>)) {
         visit(&self.sentinels[self.at], &mut self.conn);
         visit(&self.node.server, &mut self.node.conn);
     }

@@ -1,7 +1,7 @@
 //! One Redis server: `redis://`, `rediss://` or `unix://`. Commands go to
 //! it, once more on a new connection after a broken one.
 
-use super::super::connection::Server;
+use super::super::connection::{Conn, Server};
 use super::super::dsn::{parse_dsn, Secrets};
 use super::super::errors::Fault;
 use super::super::node::{Node, NodeResult};
@@ -67,7 +67,7 @@ impl Master for Single {
         self.node.forget_connection();
     }
 
-    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Connection>)) {
+    fn for_each_connection(&mut self, visit: &mut dyn FnMut(&Server, &mut Option<Conn>)) {
         visit(&self.node.server, &mut self.node.conn);
     }
 }
