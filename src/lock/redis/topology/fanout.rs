@@ -2,7 +2,9 @@
 //! master: written to every kept connection first, then each reply read in
 //! turn, each awaited no longer than on a thread of its own (its bound runs
 //! from when it was written). A thread per master per operation cost two
-//! `clone3` and ~10 `rt_sigprocmask` per master and operation.
+//! `clone3` and ~10 `rt_sigprocmask` per master and operation. Also the
+//! thread-per-master way ([`in_parallel`]), for connecting and retrying,
+//! which both this file and `redlock.rs` use.
 //!
 //! Traps it closes:
 //! - the command is a closure that talks to a connection (a script's
@@ -28,7 +30,9 @@ use super::super::errors::Fault;
 use super::super::node::NodeResult;
 use super::super::options::RedisOptions;
 use super::single::Single;
+use crate::lock::signals;
 use redis::{ConnectionLike, ErrorKind, RedisError, RedisResult, Value};
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// A command for every master: what [`Redlock`](super::redlock::Redlock)
@@ -96,7 +100,7 @@ pub(super) fn on_kept_connections<T: Send>(
         ));
     }
     if !failed.is_empty() {
-        let again = super::redlock::in_parallel(
+        let again = in_parallel(
             masters
                 .iter_mut()
                 .enumerate()
@@ -250,4 +254,43 @@ impl ConnectionLike for Replayer<'_> {
     fn is_open(&self) -> bool {
         self.conn.is_open()
     }
+}
+
+/// Runs `run` on every master, one scoped thread each when there are
+/// several (one runs on this thread).
+pub(super) fn in_parallel<T: Send>(
+    mut masters: Vec<&mut Single>,
+    run: &(dyn Fn(&mut Single) -> std::result::Result<T, Fault> + Sync),
+) -> Vec<std::result::Result<T, Fault>> {
+    if let [master] = masters.as_mut_slice() {
+        return vec![run(master)];
+    }
+    thread::scope(|scope| {
+        // Signals are the PHP thread's to take (see lock::signals).
+        let started: Vec<_> = signals::with_signals_blocked(|| {
+            masters
+                .into_iter()
+                .map(|master| {
+                    thread::Builder::new()
+                        .name("cronlock-redlock".to_owned())
+                        // No signal check here: the engine's interrupt flag
+                        // belongs to the PHP thread, which checks it after.
+                        .spawn_scoped(scope, move || run(master))
+                })
+                .collect()
+        });
+        started
+            .into_iter()
+            .map(|spawned| match spawned {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|_| Err(local_failure("its thread panicked"))),
+                Err(_) => Err(local_failure("no thread could be started for it")),
+            })
+            .collect()
+    })
+}
+
+fn local_failure(what: &'static str) -> Fault {
+    Fault::Connect(RedisError::from((ErrorKind::Io, what)))
 }

@@ -14,13 +14,11 @@ use super::super::node::{Node, NodeResult};
 use super::super::options::RedisOptions;
 use super::super::target::Target;
 use super::super::token::HolderValue;
-use super::fanout::{on_kept_connections, Command};
+use super::fanout::{in_parallel, on_kept_connections, Command};
 use super::master::{quorum, AcquireReply, Attempt, Mode};
 use super::single::Single;
 use crate::error::{Error, Result};
-use crate::lock::signals;
-use redis::{ErrorKind, RedisError, ScriptInvocation};
-use std::thread;
+use redis::{ErrorKind, ScriptInvocation};
 use std::time::{Duration, Instant};
 
 pub(in crate::lock::redis) struct Redlock {
@@ -445,45 +443,6 @@ fn run_id_in(info: &str) -> String {
     info.lines()
         .find_map(|line| line.strip_prefix("run_id:"))
         .map_or_else(String::new, |id| id.trim().to_owned())
-}
-
-/// Runs `run` on every master, one scoped thread each when there are
-/// several (one runs on this thread).
-pub(super) fn in_parallel<T: Send>(
-    mut masters: Vec<&mut Single>,
-    run: &(dyn Fn(&mut Single) -> std::result::Result<T, Fault> + Sync),
-) -> Vec<std::result::Result<T, Fault>> {
-    if let [master] = masters.as_mut_slice() {
-        return vec![run(master)];
-    }
-    thread::scope(|scope| {
-        // Signals are the PHP thread's to take (see lock::signals).
-        let started: Vec<_> = signals::with_signals_blocked(|| {
-            masters
-                .into_iter()
-                .map(|master| {
-                    thread::Builder::new()
-                        .name("cronlock-redlock".to_owned())
-                        // No signal check here: the engine's interrupt flag
-                        // belongs to the PHP thread, which checks it after.
-                        .spawn_scoped(scope, move || run(master))
-                })
-                .collect()
-        });
-        started
-            .into_iter()
-            .map(|spawned| match spawned {
-                Ok(handle) => handle
-                    .join()
-                    .unwrap_or_else(|_| Err(local_failure("its thread panicked"))),
-                Err(_) => Err(local_failure("no thread could be started for it")),
-            })
-            .collect()
-    })
-}
-
-fn local_failure(what: &'static str) -> Fault {
-    Fault::Connect(RedisError::from((ErrorKind::Io, what)))
 }
 
 #[cfg(test)]
