@@ -301,6 +301,8 @@ final class CliStatusFileTest extends TestCase
         [$php] = self::phpFor($impl);
         $bin = self::cronlockBin();
         if ($user !== null) {
+            // a PHP the user cannot run (scripts/compat zts builds one under /root/.cache)
+            $this->requireRunnableAs($user, $impl === 'extension' ? self::extensionPath() : dirname(__DIR__) . '/polyfill/bootstrap.php');
             // copies the user can read where the checkout is closed to it (/root/cronlock)
             $bin = PublicCopy::of($bin);
             $php = array_map(static function (string $arg): string {

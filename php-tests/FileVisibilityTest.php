@@ -75,7 +75,7 @@ final class FileVisibilityTest extends TestCase
     /** How many descriptors of process $pid are open on $path's file (what fuser and lsof find). */
     private static function descriptorsOn(string $path, int $pid): int
     {
-        clearstatcache();
+        clearstatcache(true); // and the realpath cache: under ZTS PHP resolves /proc/self/fd/N through it, to a file closed since
         $want = stat($path);
         $n = 0;
         foreach (scandir("/proc/$pid/fd") ?: [] as $fd) {
@@ -177,7 +177,7 @@ final class FileVisibilityTest extends TestCase
         $lock = new File($path);
         self::assertTrue($lock->acquire(0));
         $lock->release();
-        clearstatcache();
+        clearstatcache(true); // and the realpath cache: under ZTS PHP resolves /proc/self/fd/N through it, to a file closed since
         $content = file_get_contents($path);
         $mtime = filemtime($path);
         $observer = new File($path);
@@ -185,7 +185,7 @@ final class FileVisibilityTest extends TestCase
             self::assertNull($observer->holder());
         }
         self::assertSame([0, 0], self::kernelLocks($path), 'holder() took no lock');
-        clearstatcache();
+        clearstatcache(true); // and the realpath cache: under ZTS PHP resolves /proc/self/fd/N through it, to a file closed since
         self::assertSame($content, file_get_contents($path));
         self::assertSame($mtime, filemtime($path));
         self::assertFalse($observer->isHeld());

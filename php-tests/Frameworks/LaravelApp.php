@@ -42,6 +42,10 @@ final class LaravelApp
         if (!extension_loaded('pcntl') || !extension_loaded('posix')) {
             return 'needs pcntl and posix';
         }
+        if (!extension_loaded('intl')) {
+            // artisan renders an error through symfony/string, which needs Normalizer
+            return 'Laravel\'s console needs the intl extension (apt-get install php-intl)';
+        }
         return null;
     }
 

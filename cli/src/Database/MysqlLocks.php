@@ -60,7 +60,7 @@ final class MysqlLocks
         }
         if ($holders === null) {
             $holders = [];
-            $source = 'the process list and IS_USED_LOCK() (no lock view: performance_schema with the mdl instrument, or MariaDB\'s metadata_lock_info plugin, lists every lock)';
+            $source = 'the process list and IS_USED_LOCK(): a lock nobody waits for is listed only when named with --name (no lock view here: performance_schema with the mdl instrument, or MariaDB\'s metadata_lock_info plugin, lists every lock)';
             $used = $pdo->prepare('SELECT IS_USED_LOCK(?)');
             foreach (array_unique(array_merge(array_keys($waiters), array_keys($labels))) as $lock) {
                 $used->execute([(string) $lock]);
