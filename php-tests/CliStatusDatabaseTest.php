@@ -186,6 +186,8 @@ final class CliStatusDatabaseTest extends TestCase
         sort($expected);
         if ($from === 'from the process list and IS_USED_LOCK()') {
             $expected = ['sync-orders']; // only a waited-for name shows without a lock view
+            // and the note says so: an operator reading "(no locks)" took a held lock for free
+            self::assertStringContainsString('a lock nobody waits for is listed only when named with --name', $out);
         }
         self::assertSame($expected, $names, $out);
     }
@@ -225,14 +227,6 @@ final class CliStatusDatabaseTest extends TestCase
         }, 'both cronlock waiters to show', 20.0);
         self::assertStringStartsWith("$title\n  $from", $out);
         self::assertSame('held', self::statusTable($out, $title)['Nightly Report']['STATE'], $out);
-        // A waiter waits in statements of at most 100 ms: one read of the
-        // server between two of them missed it (4-8 % of reads).
-        $shown = [];
-        for ($read = 0; $read < 30; $read++) {
-            [, $out] = $this->cronlock(['status', '--database-env', 'CRONLOCK_TEST_DB', '--name', 'Nightly Report']);
-            $shown[] = self::statusTable($out, $title)['Nightly Report']['WAITING'] ?? '?';
-        }
-        self::assertSame(array_fill(0, 30, '2'), $shown, 'every status read counts both waiters');
     }
 
     public function testABusyDatabaseLockSkipsACronlockRun(): void
