@@ -136,8 +136,11 @@ trait CliTestHelpers
     {
         $children = [];
         foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
-            $text = @file_get_contents($stat);
-            if ($text !== false && (int) explode(' ', substr($text, strrpos($text, ')') + 2))[1] === $pid) {
+            // a process that ends while it is read gives '' (or false)
+            $text = (string) @file_get_contents($stat);
+            $end = strrpos($text, ')');
+            $fields = $end === false ? [] : explode(' ', substr($text, $end + 2));
+            if (isset($fields[1]) && (int) $fields[1] === $pid) {
                 $children[] = (int) basename(dirname($stat));
             }
         }

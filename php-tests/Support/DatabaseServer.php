@@ -221,9 +221,12 @@ final class DatabaseServer
         }
         $pids = [$this->pid];
         foreach (glob('/proc/[0-9]*/stat') ?: [] as $stat) {
-            $text = @file_get_contents($stat);
-            // "pid (comm) state ppid ...": comm may contain spaces
-            if ($text !== false && (int) explode(' ', substr($text, strrpos($text, ')') + 2))[1] === $this->pid) {
+            // "pid (comm) state ppid ...": comm may contain spaces; a process
+            // that ends while it is read gives '' (or false)
+            $text = (string) @file_get_contents($stat);
+            $end = strrpos($text, ')');
+            $fields = $end === false ? [] : explode(' ', substr($text, $end + 2));
+            if (isset($fields[1]) && (int) $fields[1] === $this->pid) {
                 $pids[] = (int) basename(dirname($stat));
             }
         }
