@@ -762,6 +762,49 @@ mod tests {
     }
 
     #[test]
+    fn holder_pid_is_found_while_the_kernels_list_spans_pages_and_changes() {
+        use std::os::fd::AsRawFd;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = temp_dir("holder-pages");
+        // 200 held locks make /proc/locks several pages long; two threads
+        // locking and unlocking shift it between the kernel's pages (with
+        // std's small first reads, 7 of 1,000 asks named nobody).
+        let held: Vec<std::fs::File> = (0..200)
+            .map(|i| {
+                let file = std::fs::File::create(dir.join(&format!("held-{i}"))).unwrap();
+                // SAFETY: flock(2) on a descriptor this Vec keeps open.
+                assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+                file
+            })
+            .collect();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let churners: Vec<_> = (0..2)
+            .map(|i| {
+                let file = std::fs::File::create(dir.join(&format!("churn-{i}"))).unwrap();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        // SAFETY: flock(2) on a descriptor this thread owns.
+                        unsafe {
+                            libc::flock(file.as_raw_fd(), libc::LOCK_EX);
+                            libc::flock(file.as_raw_fd(), libc::LOCK_UN);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut lock = open(&dir.join("mine.lock"));
+        assert!(lock.acquire(Wait::Once).unwrap());
+        let misses = (0..1000)
+            .filter(|_| lock.holder_pid().unwrap() != Some(sys::current_pid()))
+            .count();
+        stop.store(true, Ordering::Relaxed);
+        churners.into_iter().for_each(|t| t.join().unwrap());
+        drop(held);
+        assert_eq!(misses, 0, "holder_pid() of a held lock named nobody");
+    }
+
+    #[test]
     fn holder_names_the_recorded_holder_a_bare_pid_or_nobody() {
         let dir = temp_dir("holder");
         let path = dir.join("a.lock");
