@@ -303,14 +303,15 @@ final class CliStatusFileTest extends TestCase
         if ($user !== null) {
             // a PHP the user cannot run (scripts/compat zts builds one under /root/.cache)
             $this->requireRunnableAs($user, $impl === 'extension' ? self::extensionPath() : dirname(__DIR__) . '/polyfill/bootstrap.php');
-            // copies the user can read where the checkout is closed to it (/root/cronlock)
-            $bin = PublicCopy::of($bin);
-            $php = array_map(static function (string $arg): string {
-                return preg_replace_callback('/^(extension|auto_prepend_file)=(.*)$/', static function (array $m): string {
-                    return $m[1] . '=' . PublicCopy::of($m[2]);
-                }, $arg) ?? $arg;
-            }, $php);
         }
+        // copies the user can read where the checkout is closed to it (/root/cronlock),
+        // and that the fresh /tmp below does not hide (a clone under /tmp)
+        $bin = PublicCopy::of($bin);
+        $php = array_map(static function (string $arg): string {
+            return preg_replace_callback('/^(extension|auto_prepend_file)=(.*)$/', static function (array $m): string {
+                return $m[1] . '=' . PublicCopy::of($m[2]);
+            }, $arg) ?? $arg;
+        }, $php);
         $cronlock = implode(' ', array_map('escapeshellarg', array_merge($php, [$bin])));
         $script = implode(' && ', array_filter([
             'mount -t tmpfs -o mode=0755 cronlock-test /run',

@@ -28,7 +28,8 @@ use PHPUnit\Framework\Assert;
  * directories that lie under a covered place ($CRONLOCK_TEST_TMP, the
  * polyfill's ini directory, PHP_INI_SCAN_DIR's, and the $keep given) are
  * bound back, so the children still see their scripts and the test sees
- * what they write there.
+ * what they write there. So is the checkout itself (a CI clone under /tmp),
+ * so that a child started in it (command()'s default directory) finds it.
  *
  * $hide names top-level directories (`/tmp`, `/run`) the children must not
  * see at all: they then run chrooted into a copy of the root directory made
@@ -303,13 +304,14 @@ final class MountNamespace
 
     /**
      * The test run's own directories, which children must still see:
-     * $CRONLOCK_TEST_TMP, the polyfill's ini directory and PHP_INI_SCAN_DIR's.
+     * $CRONLOCK_TEST_TMP, the polyfill's ini directory, PHP_INI_SCAN_DIR's
+     * and the checkout.
      *
      * @return list<string>
      */
     private static function scratchDirs(): array
     {
-        $dirs = [(string) getenv('CRONLOCK_TEST_TMP'), (string) getenv('CRONLOCK_POLYFILL_INI_DIR')];
+        $dirs = [(string) getenv('CRONLOCK_TEST_TMP'), (string) getenv('CRONLOCK_POLYFILL_INI_DIR'), dirname(__DIR__, 2)];
         foreach (explode(':', (string) getenv('PHP_INI_SCAN_DIR')) as $dir) {
             $dirs[] = $dir;
         }
