@@ -105,7 +105,8 @@ final class DefaultLockDirTest extends TestCase
         };
         $a = $this->startCommand($command($first, ['CRONLOCK_TEST_JOB_END' => $end]));
         self::waitUntil(function () use ($a): bool {
-            return strpos($this->commandOutput($a), 'RAN ') !== false || $this->commandExitCode($a) !== null;
+            // the whole line: echo writes 'RAN ' and the path one write(2) each
+            return preg_match('/^RAN .*\n/m', $this->commandOutput($a)) === 1 || $this->commandExitCode($a) !== null;
         }, 'the first run to be in its job', 60.0);
         usleep(500_000);
         $b = $this->runCommand($command($second, ['CRONLOCK_TEST_JOB_END' => false]), 60.0);
@@ -249,7 +250,8 @@ final class DefaultLockDirTest extends TestCase
         $end = '/tmp/end-' . bin2hex(random_bytes(4));
         $h = $this->startCommand($ns->php(self::impl(), self::extensionPath(), $user, ['-r', self::JOB], ['CRONLOCK_TEST_JOB_END' => $end]));
         self::waitUntil(function () use ($h): bool {
-            return strpos($this->commandOutput($h), 'RAN ') !== false || $this->commandExitCode($h) !== null;
+            // the whole line: echo writes 'RAN ' and the path one write(2) each
+            return preg_match('/^RAN .*\n/m', $this->commandOutput($h)) === 1 || $this->commandExitCode($h) !== null;
         }, 'the job to run', 60.0);
         self::assertSame("RAN $dir/nightly.lock\n", $this->commandOutput($h));
         [$code, $out, $err] = $this->runCommand($ns->command(['stat', '-c', '%u %a', $dir, "$dir/nightly.lock"]));

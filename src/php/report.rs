@@ -1,8 +1,8 @@
 //! Where `cron_guard()`'s lines go: `'log'` (`$CRONLOCK_LOG`,
 //! `cronlock.log`) for skips and records, PHP's error log for failures,
-//! and the `'logger'` for every line. The words are made in
-//! `lock::report`; cronlock/polyfill's `Polyfill\Report` sends the same
-//! lines the same way.
+//! and the `'logger'` for every line. The sentences are made in
+//! `php::guard` (durations, clock times and the record in `lock::report`);
+//! cronlock/polyfill's `Polyfill\Report` sends the same lines the same way.
 //!
 //! The traps this closes:
 //! - a skip is the normal case, not an alert (D19): by default it goes to
@@ -10,8 +10,9 @@
 //!   nothing; a failure (a lost hold, a failing release) still reaches the
 //!   error log, which in the CLI is stderr, so cron mails it;
 //! - syslog through PHP's own `syslog()`, never `openlog()`: the ident and
-//!   facility stay the user's (`syslog.ident`, `syslog.facility`, or their
-//!   own `openlog()`), `php` and `user` by default;
+//!   facility stay the user's (their own `openlog()`; else the C library's
+//!   default, the binary's name as it was run, `php8.2` or `php`, and
+//!   `user`: PHP's `syslog.ident` counts only for `error_log = syslog`);
 //! - a log file gets one `write(2)` per line with `O_APPEND`, so lines of
 //!   concurrent runs never interleave; one that cannot be written says so
 //!   in the error log, with the line;

@@ -3,12 +3,14 @@
 namespace CronLock\Polyfill;
 
 /**
- * Where cron_guard()'s lines go, and their words, as the extension's
- * src/php/report.rs and src/lock/report.rs send and write them:
+ * Where cron_guard()'s lines go, with their durations, clock times and
+ * record (the sentences are CronGuard.php's and Run.php's), as the
+ * extension's src/php/report.rs and src/lock/report.rs send and write them:
  * 'log' ($CRONLOCK_LOG, cronlock.log: syslog by default) for skips and
  * records, PHP's error log for failures (a lost hold, a failing release; decision D19), the 'logger' for
  * every line. syslog() without openlog(): the ident and facility stay the
- * user's (syslog.ident, syslog.facility, or their own openlog()). A log file
+ * user's (their own openlog(); else the binary's name as it was run and
+ * user: syslog.ident counts only for error_log = syslog). A log file
  * gets one write per line, opened for appending. A logger that throws
  * changes nothing about the run: its exception is logged.
  *
