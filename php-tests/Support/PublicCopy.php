@@ -71,7 +71,7 @@ final class PublicCopy
     }
 
     /** Whether $path lies where a test may put a tmpfs of its own (MountNamespace). */
-    public static function covered(string $path): bool
+    private static function covered(string $path): bool
     {
         foreach (self::COVERED as $place) {
             if (strncmp($path, $place, strlen($place)) === 0) {
