@@ -52,6 +52,15 @@ function need_cronlock(string $class = 'CronLock\File'): void
     }
 }
 
+/** Loads a peer's Debian autoloader; without its package the row says n/a, naming the package. */
+function need_peer(string $autoload, string $package): void
+{
+    if (!is_file($autoload)) {
+        throw new NotAvailable("$package is not installed (apt-get install $package)");
+    }
+    require_once $autoload;
+}
+
 function phpredis(): Redis
 {
     if (!class_exists('Redis')) {
@@ -100,7 +109,7 @@ function cronlock_cycle(CronLock\Redis $lock): Closure
 
 function predis(): Predis\Client
 {
-    require_once PREDIS_AUTOLOAD;
+    need_peer(PREDIS_AUTOLOAD, 'php-predis');
     return new Predis\Client(['host' => '127.0.0.1', 'port' => (int) env('BENCH_REDIS_PORT')]);
 }
 
@@ -201,7 +210,7 @@ function cycle_rows(): array
         'file.userland.ext4' => fn (): Closure => userland_file(ext4_file('userland')),
         'file.userland.tmpfs' => fn (): Closure => userland_file(tmpfs_file('userland')),
         'file.symfony' => function (): Closure {
-            require_once SF_AUTOLOAD;
+            need_peer(SF_AUTOLOAD, 'php-symfony-lock');
             $factory = new Symfony\Component\Lock\LockFactory(
                 new Symfony\Component\Lock\Store\FlockStore(env('BENCH_EXT4_DIR'))
             );
@@ -212,7 +221,7 @@ function cycle_rows(): array
             };
         },
         'file.malkusch' => function (): Closure {
-            require_once MALKUSCH_AUTOLOAD;
+            need_peer(MALKUSCH_AUTOLOAD, 'php-malkusch-lock');
             $path = ext4_file('malkusch');
             return function () use ($path): void {
                 $h = fopen($path, 'c');
@@ -273,7 +282,7 @@ function cycle_rows(): array
             };
         },
         'redis.symfony' => function (): Closure {
-            require_once SF_AUTOLOAD;
+            need_peer(SF_AUTOLOAD, 'php-symfony-lock');
             $factory = new Symfony\Component\Lock\LockFactory(
                 new Symfony\Component\Lock\Store\RedisStore(phpredis())
             );

@@ -36,10 +36,16 @@ if ($variant === 'userland') {
     exit(2);
 }
 
-preg_match('/^VmHWM:\s+(\d+) kB/m', (string) file_get_contents('/proc/self/status'), $m);
+// VmHWM: the peak of all resident pages. RssAnon (now): the private part.
+// RssFile: pages of mapped files (php, its libraries, libcronlock.so), which
+// belong to the page cache and are shared by every process mapping them.
+$status = (string) file_get_contents('/proc/self/status');
+$kb = fn (string $field): int => preg_match("/^$field:\\s+(\\d+) kB/m", $status, $m) ? (int) $m[1] : -1;
 echo json_encode([
     'mode' => 'memory',
     'row' => "memory.$variant",
     'ext' => extension_loaded('cronlock'),
-    'kb' => (int) $m[1],
+    'kb' => $kb('VmHWM'),
+    'anon_kb' => $kb('RssAnon'),
+    'file_kb' => $kb('RssFile'),
 ]), "\n";

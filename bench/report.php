@@ -42,6 +42,8 @@ $tmpfs = getenv('BENCH_TMPFS_FS') ?: 'tmpfs';
 $cycle = [];    // row => ['plain' => [ns...], 'ext' => [ns...]]
 $handoff = [];  // row => [ns...]
 $memory = [];   // "row|ext" => [kB...]
+$anon = [];       // "row|ext" => [RssAnon kB...]
+$fileBacked = []; // "row|ext" => [RssFile kB...]
 $na = [];       // row => reason
 $statements = [];  // row => [statements per cycle...] (database rows: the server's counters)
 $commands = [];    // row => [command => calls per cycle] (Redis rows: INFO commandstats)
@@ -69,7 +71,7 @@ foreach (file("$dir/results.jsonl", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINE
     match ($r['mode']) {
         'cycle' => $cycle[$r['row']][$k][$r['round'] ?? count($cycle[$r['row']][$k] ?? [])] = $r['ns_per_cycle'],
         'handoff' => $handoff[$r['row']] = array_merge($handoff[$r['row']] ?? [], $r['samples_ns']),
-        'memory' => $memory[$r['row'] . '|' . $k][] = $r['kb'],
+        'memory' => [$memory[$r['row'] . '|' . $k][] = $r['kb'], $anon[$r['row'] . '|' . $k][] = $r['anon_kb'] ?? null, $fileBacked[$r['row'] . '|' . $k][] = $r['file_kb'] ?? null],
         'startup' => $startupRuns[] = $r,
         'wait' => $waits[$r['row']][] = $r,
         'syscalls' => $syscalls[$r['row']] = $r['per_cycle'],
@@ -320,9 +322,12 @@ $memRows = [
     'memory.cron_guard|ext' => 'the same job run through `cron_guard()`',
 ];
 echo "\n### Memory: peak RSS (VmHWM) of a cron-style job\n\n";
-echo "| Script | runs | peak RSS kB (median) |\n|---|---:|---:|\n";
+echo "Private = `RssAnon` at the job's end; file-backed = `RssFile` (pages of php, its libraries and",
+    " libcronlock.so: page cache, shared by every process that maps the same file).\n\n";
+echo "| Script | runs | peak RSS kB (median) | private kB | file-backed kB |\n|---|---:|---:|---:|---:|\n";
 foreach ($memRows as $k => $label) {
-    printf("| %s | %d | %s |\n", $label, count($memory[$k] ?? []), fmt(median($memory[$k] ?? []), 0));
+    printf("| %s | %d | %s | %s | %s |\n", $label, count($memory[$k] ?? []), fmt(median($memory[$k] ?? []), 0),
+        fmt(median(array_filter($anon[$k] ?? [], 'is_int')), 0), fmt(median(array_filter($fileBacked[$k] ?? [], 'is_int')), 0));
 }
 }
 
@@ -351,6 +356,7 @@ $targets = [
     ["Start-up: extension adds to `php -n -r ''`", $startupDelta, '<=', 0.5, ' ms'],
     ['Memory: peak RSS of a cron job, extension loaded - without', ($e = median($memory['memory.userland|ext'] ?? [])) !== null && ($p = median($memory['memory.userland|plain'] ?? [])) !== null ? ($e - $p) / 1024 : null, '<=', 1, ' MB'],
     ['Memory: peak RSS of a cron job, run by cron_guard() - without', ($g = median($memory['memory.cron_guard|ext'] ?? [])) !== null && ($p = median($memory['memory.userland|plain'] ?? [])) !== null ? ($g - $p) / 1024 : null, '<=', 1, ' MB'],
+    ['Memory: private (RssAnon) of a cron job, run by cron_guard() - without', ($g = median(array_filter($anon['memory.cron_guard|ext'] ?? [], 'is_int'))) !== null && ($p = median(array_filter($anon['memory.userland|plain'] ?? [], 'is_int'))) !== null ? ($g - $p) / 1024 : null, '<=', 1, ' MB'],
 ];
 echo "\n### Targets\n\n```\n";
 foreach ($targets as [$label, $v, $op, $limit, $unit]) {

@@ -860,6 +860,37 @@ final class RedisLockTest extends TestCase
         $server->stop();
     }
 
+    /**
+     * Issue 21's resource count: per-order locks (1,000 distinct keys, each
+     * acquired and released, with its fencing number asked) leave nothing
+     * that lives forever: the fence counters stay, each with a TTL, and
+     * nothing else does. Counted on a server of our own, so no other test's
+     * keys are in it.
+     */
+    public function testAThousandDistinctLocksLeaveOnlyFenceCountersAndEachHasATtl(): void
+    {
+        $server = RedisServer::start();
+        try {
+            for ($order = 1; $order <= 1000; $order++) {
+                $lock = new Redis($server->dsn(), "order:$order", 10.0);
+                self::assertTrue($lock->acquire(0));
+                self::assertIsInt($lock->fencingToken());
+                self::assertTrue($lock->release());
+            }
+            self::assertSame(1000, $server->command('DBSIZE'), 'one fence counter per key, nothing else');
+            $withoutTtl = [];
+            foreach ($server->command('KEYS', '*') as $left) {
+                if ($server->command('PTTL', $left) < 0) {
+                    $withoutTtl[] = $left;
+                }
+            }
+            self::assertSame([], $withoutTtl, 'no key without a TTL');
+            self::assertSame(1000, count($server->command('KEYS', 'order:*:fence')), 'and each is a fence counter');
+        } finally {
+            $server->stop();
+        }
+    }
+
     // ------------------------------------------------- expiry and takeover
 
     public function testAnExpiredLockTakenOverIsNeverTouchedByItsFormerHolder(): void

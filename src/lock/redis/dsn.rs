@@ -73,13 +73,12 @@ pub(super) fn parse_dsn(dsn: &str) -> Result<(Server, Secrets)> {
     }
     secrets.add(settings.password());
     let bare = info.set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
-    let server = Server {
-        client: Client::open(bare).map_err(|err| bad_dsn(err, &secrets))?,
-        username: settings.username().map(str::to_owned),
-        password: settings.password().map(str::to_owned),
+    let server = Server::new(
+        Client::open(bare).map_err(|err| bad_dsn(err, &secrets))?,
+        settings.username().map(str::to_owned),
+        settings.password().map(str::to_owned),
         db,
-        require_master: false,
-    };
+    );
     Ok((server, secrets))
 }
 
@@ -287,7 +286,7 @@ mod tests {
 
     fn db_of(dsn: &str) -> i64 {
         match parse_dsn(dsn) {
-            Ok((server, _)) => server.db,
+            Ok((server, _)) => server.db(),
             Err(err) => panic!("{dsn}: {err}"),
         }
     }
@@ -366,9 +365,6 @@ mod tests {
         }
         assert!(refusal("rediss://h:1#x").contains("only #insecure"));
         let (server, _) = parse_dsn("unix:///tmp/r.sock?user=u&pass=p&db=1").unwrap();
-        assert_eq!(
-            (server.username.as_deref(), server.password.as_deref()),
-            (Some("u"), Some("p"))
-        );
+        assert_eq!(server.credentials(), (Some("u"), Some("p")));
     }
 }

@@ -32,7 +32,8 @@ pub struct RedisLock {
     /// Where the key lives and how its commands reach it.
     topology: Topology,
     /// The key, its settings, and how messages name it.
-    pub(super) target: Target,
+    /// Shared with the renewal thread's handover, which every acquire makes.
+    pub(super) target: Arc<Target>,
     /// This object in the thread's registry of holds.
     object: ObjectId,
     /// Its entry in that registry.
@@ -159,14 +160,14 @@ impl RedisLock {
         let (fence_key, channel) = topology.companions(key)?;
         Ok(RedisLock {
             topology,
-            target: Target {
+            target: Arc::new(Target {
                 key: key.to_owned(),
                 fence_key,
                 channel,
                 ttl,
                 options,
                 secrets,
-            },
+            }),
             name,
             object: ObjectId::next(),
             owner: Owner::this_process(),
@@ -427,7 +428,7 @@ impl RedisLock {
         let renews = self.target.options.auto_renew;
         let hold = Handover {
             topology: self.topology.fresh(),
-            target: self.target.clone(),
+            target: Arc::clone(&self.target),
             token: token.clone(),
             valid_for: self.topology.valid_for(self.target.ttl),
             renews,
@@ -698,7 +699,9 @@ impl RedisLock {
                 "applies to a redis-sentinel:// or rediss-sentinel:// DSN only",
             ));
         }
-        self.target.secrets.add(Some(&auth.password));
+        Arc::make_mut(&mut self.target)
+            .secrets
+            .add(Some(&auth.password));
         Ok(())
     }
 

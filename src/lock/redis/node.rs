@@ -8,6 +8,7 @@ use super::options::RedisOptions;
 use redis::{Connection, ConnectionAddr, ErrorKind, RedisError, RedisResult};
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One node's result of a command: the value and whether it ran twice.
@@ -15,18 +16,26 @@ pub(super) type NodeResult<T> = Result<(T, bool), Fault>;
 
 /// Where a server is and our connection to it (opened on first use).
 pub(super) struct Node {
-    pub(super) server: Server,
+    /// Shared with the renewal thread's copy of the node ([`Node::fresh`]),
+    /// which every acquire makes.
+    pub(super) server: Arc<Server>,
     pub(super) conn: Option<Conn>,
 }
 
 impl Node {
     pub(super) fn new(server: Server) -> Self {
-        Node { server, conn: None }
+        Node {
+            server: Arc::new(server),
+            conn: None,
+        }
     }
 
     /// The same server, without the connection (for the renewal thread).
     pub(super) fn fresh(&self) -> Node {
-        Node::new(self.server.clone())
+        Node {
+            server: Arc::clone(&self.server),
+            conn: None,
+        }
     }
 
     /// In a forked child the connection is the parent's socket (and TLS
@@ -42,7 +51,7 @@ impl Node {
 
     /// [`Node::addr`] with `/db` when the database is not 0.
     pub(super) fn address(&self) -> String {
-        match self.server.db {
+        match self.server.db() {
             0 => self.addr(),
             db => format!("{}/{db}", self.addr()),
         }

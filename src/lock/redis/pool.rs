@@ -22,9 +22,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::mem;
 
-/// Idle connections by server and credentials.
+/// Idle connections by server and credentials. A slot stays in the map
+/// while its connection is lent, so that lending and taking back allocate
+/// nothing.
 pub(super) struct Pool {
-    idle: HashMap<String, Conn>,
+    idle: HashMap<String, Option<Conn>>,
     /// The process whose sockets `idle` holds.
     owner: Owner,
 }
@@ -45,7 +47,8 @@ impl Pool {
         self.adopt_process();
         topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Conn>| {
             if slot.is_none() {
-                if let Some(mut conn) = self.idle.remove(&server.pool_key()) {
+                let kept = self.idle.get_mut(server.pool_key()).and_then(Option::take);
+                if let Some(mut conn) = kept {
                     if conn.time_out_after(options.read_timeout).is_ok() {
                         *slot = Some(conn);
                     }
@@ -60,7 +63,15 @@ impl Pool {
         self.adopt_process();
         topology.for_each_connection(&mut |server: &Server, slot: &mut Option<Conn>| {
             if let Some(conn) = slot.take() {
-                self.idle.entry(server.pool_key()).or_insert(conn);
+                match self.idle.get_mut(server.pool_key()) {
+                    Some(kept) => {
+                        // A second connection to this server is closed.
+                        kept.get_or_insert(conn);
+                    }
+                    None => {
+                        self.idle.insert(server.pool_key().to_owned(), Some(conn));
+                    }
+                }
             }
         });
     }

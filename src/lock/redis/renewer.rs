@@ -71,7 +71,7 @@ struct Entry {
 struct Work {
     /// A copy of the lock's topology; its connections are lent by the pool.
     topology: Topology,
-    target: Target,
+    target: Arc<Target>,
     token: String,
     /// How long a renewal counts as valid from when it was sent.
     valid_for: Duration,
@@ -84,7 +84,7 @@ struct Work {
 /// What the lock hands over when it takes a key.
 pub(super) struct Handover {
     pub(super) topology: Topology,
-    pub(super) target: Target,
+    pub(super) target: Arc<Target>,
     pub(super) token: String,
     pub(super) valid_for: Duration,
     pub(super) renews: bool,
@@ -330,7 +330,7 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
         return;
     }
     let options = work.target.options;
-    let server = work.topology.next_server();
+    let server = work.topology.next_server().map(str::to_owned);
     if let Some(until) = server.as_ref().and_then(|server| pool.down_until(server)) {
         // It did not answer another hold's renewal just now.
         state.note_reached(false);

@@ -20,6 +20,7 @@ use super::super::options::RedisOptions;
 use super::master::Master;
 use crate::error::{Error, Result};
 use redis::{Connection, ErrorKind, RedisResult};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The most redirections one command follows (a resharding moves a slot
@@ -186,7 +187,7 @@ impl Seeds {
     fn point_at(&self, node: &mut Node, address: &str) -> bool {
         match self.server(address) {
             Ok(server) => {
-                node.server = server;
+                node.server = Arc::new(server);
                 node.conn = None;
                 true
             }

@@ -100,8 +100,8 @@ impl Topology {
     }
 
     fn first_node_db(&self) -> i64 {
-        by_kind!(self, master => master.node().server.db,
-            redlock => redlock.masters[0].node.server.db)
+        by_kind!(self, master => master.node().server.db(),
+            redlock => redlock.masters[0].node.server.db())
     }
 
     /// The names of `<key>:fence` and `<key>:released`: in the key's slot
@@ -210,7 +210,7 @@ impl Topology {
     /// The server the next command goes to, named as
     /// [`Server::pool_key`] names it; `None` for Redlock (its masters are
     /// asked at once, each within a share of the validity).
-    pub(super) fn next_server(&self) -> Option<String> {
+    pub(super) fn next_server(&self) -> Option<&str> {
         by_kind!(self, master => Some(master.node().server.pool_key()), _redlock => None)
     }
 

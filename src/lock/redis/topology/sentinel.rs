@@ -77,12 +77,11 @@ impl MasterDsn {
             host.to_owned()
         };
         let suffix = if self.insecure { "#insecure" } else { "" };
-        let (mut server, _) = parse_dsn(&format!(
+        let (server, _) = parse_dsn(&format!(
             "{}://{}{host}:{port}/{}{suffix}",
             self.scheme, self.userinfo, self.db
         ))?;
-        server.require_master = true;
-        Ok(server)
+        Ok(server.into_named_master())
     }
 }
 
@@ -171,8 +170,7 @@ impl Sentinel {
     pub(super) fn authenticate(&mut self, auth: &SentinelAuth) {
         self.conn = None;
         for sentinel in &mut self.sentinels {
-            sentinel.username = auth.user.clone();
-            sentinel.password = Some(auth.password.clone());
+            sentinel.authenticate_as(auth.user.clone(), Some(auth.password.clone()));
         }
     }
 

@@ -31,7 +31,7 @@ impl Single {
 
     /// For the registry of held keys: `address/db`.
     pub(super) fn identity(&self) -> String {
-        format!("{}/{}", self.node.addr(), self.node.server.db)
+        format!("{}/{}", self.node.addr(), self.node.server.db())
     }
 }
 
