@@ -201,6 +201,10 @@ final class CronGuardOperationsTest extends TestCase
         $p = Proc::run("cron_guard(function () {}, 'stuck', ['log' => 'none', 'max_runtime' => 0.5, 'on_stale' => 7, 'logger' => $logger]);");
         self::assertSame(7, $p->exitCode());
         self::assertStringContainsString('longer than stale_after (1 s): it looks stuck', $p->stdout());
+        // a limit with a fraction is given in tenths, never rounded down to "0 s"
+        $p = Proc::run("cron_guard(function () {}, 'stuck', ['log' => 'none', 'stale_after' => 0.5, 'on_stale' => 7, 'logger' => $logger]);");
+        self::assertSame(7, $p->exitCode());
+        self::assertStringContainsString('longer than stale_after (0.5 s): it looks stuck', $p->stdout());
         touch($stop);
         $holder->wait();
     }

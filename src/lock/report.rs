@@ -38,6 +38,18 @@ pub fn duration_words(duration: Duration) -> String {
     "0 s".to_owned()
 }
 
+/// A limit the user set (`stale_after`): [`duration_words`], except that a
+/// limit under a minute with a fraction is given in [`tenths`] (`0.5 s`,
+/// where whole seconds would say `0 s`).
+pub fn limit_words(seconds: f64) -> String {
+    let limit = Duration::from_secs_f64(seconds.max(0.0));
+    if seconds < 60.0 && seconds.fract() != 0.0 {
+        tenths(limit)
+    } else {
+        duration_words(limit)
+    }
+}
+
 /// `2.0 s`: a wait, to a tenth of a second.
 pub fn tenths(duration: Duration) -> String {
     format!("{:.1} s", duration.as_secs_f64())
@@ -203,6 +215,13 @@ fn json_string(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_with_a_fraction_keeps_it_under_a_minute() {
+        assert_eq!(limit_words(0.5), "0.5 s");
+        assert_eq!(limit_words(1.0), "1 s");
+        assert_eq!(limit_words(90.5), "1 min 30 s");
+    }
 
     #[test]
     fn durations_have_two_units_at_most() {

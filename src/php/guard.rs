@@ -37,7 +37,7 @@ use super::report::{Level, Report, RunFields};
 use crate::error::Error;
 use crate::lock::owner::{current_pid, hostname};
 use crate::lock::redis::MAX_TTL;
-use crate::lock::report::{clock_time, duration_words, tenths, Outcome};
+use crate::lock::report::{clock_time, duration_words, limit_words, tenths, Outcome};
 use crate::lock::{Refusal, Wait};
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::flags::ClassFlags;
@@ -483,7 +483,7 @@ impl Skip<'_> {
                     stuck = true;
                     who.push_str(&format!(
                         ", longer than stale_after ({}): it looks stuck",
-                        duration_words(Duration::from_secs_f64(limit))
+                        limit_words(limit)
                     ));
                 }
             }

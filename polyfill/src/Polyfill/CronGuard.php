@@ -195,7 +195,7 @@ final class CronGuard
             $who .= ' since ' . Report::clock($since) . ' (' . Report::duration($age) . ')';
             if ($staleAfter !== null && $age > $staleAfter) {
                 $stuck = true;
-                $who .= ', longer than stale_after (' . Report::duration($staleAfter) . '): it looks stuck';
+                $who .= ', longer than stale_after (' . Report::limit($staleAfter) . '): it looks stuck';
             }
         }
         $line = "cron_guard: lock $what is held by $who; waited $waitedWords; skipping this run";

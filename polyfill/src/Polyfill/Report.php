@@ -168,6 +168,12 @@ final class Report
         return '0 s';
     }
 
+    /** A limit the user set (stale_after): duration(), but tenths under a minute with a fraction (`0.5 s`). */
+    public static function limit(float $seconds): string
+    {
+        return $seconds < 60 && fmod($seconds, 1.0) != 0.0 ? self::tenths($seconds) : self::duration($seconds);
+    }
+
     /** `2.0 s`. */
     public static function tenths(float $seconds): string
     {
