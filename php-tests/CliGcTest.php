@@ -124,6 +124,30 @@ final class CliGcTest extends TestCase
     }
 
     /**
+     * A file gc cannot remove (here: the directory is a read-only bind
+     * mount, in a private mount namespace, so root cannot remove either) is
+     * named on stderr and counted in the summary, and the exit status is 2.
+     */
+    public function testFilesThatCannotBeRemovedAreCountedAndTheExitStatusIs2(): void
+    {
+        if (posix_geteuid() !== 0 || trim((string) shell_exec('command -v unshare 2>/dev/null')) === '') {
+            self::markTestSkipped('needs root and unshare(1) for a read-only bind mount in a private mount namespace');
+        }
+        $this->old('a.lock', '');
+        $this->old('b.lock', '');
+        [$cmd, $env] = $this->cronlockCommand(['gc', '--older-than', '1d']);
+        $dir = escapeshellarg($this->lockDir);
+        $script = "mount --bind $dir $dir && mount -o remount,bind,ro $dir && exec "
+            . implode(' ', array_map('escapeshellarg', $cmd));
+        [$code, $out, $err] = $this->runCommand(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', $script], 30.0, $env);
+        self::assertSame(2, $code, $out . $err);
+        self::assertSame("gc {$this->lockDir}: removed 0, kept 0, failed 2 (named on stderr)\n", $out);
+        self::assertStringContainsString("cronlock gc: {$this->lockDir}/a.lock: cannot remove", $err);
+        self::assertStringContainsString("cronlock gc: {$this->lockDir}/b.lock: cannot remove", $err);
+        self::assertFileExists("{$this->lockDir}/a.lock", 'outside the namespace nothing changed');
+    }
+
+    /**
      * Workers of both implementations increment per-lock counters under
      * cron_guard() with 'wait' => -1 on three lock files while gc removes
      * them with --older-than 0s over and over: every run counted once, no

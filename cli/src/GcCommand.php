@@ -80,7 +80,7 @@ final class GcCommand
         }
         $kept = [];
         $removed = 0;
-        $ok = true;
+        $failed = 0;
         foreach ($entries as $entry) {
             $path = "$dir/$entry";
             if (substr($entry, -5) !== '.lock' || $entry[0] === '.' || is_link($path) || !is_file($path)) {
@@ -93,7 +93,7 @@ final class GcCommand
             }
             if (strncmp($why, 'error: ', 7) === 0) {
                 fwrite(STDERR, 'cronlock gc: ' . Text::oneLine($path) . ': ' . substr($why, 7) . "\n");
-                $ok = false;
+                $failed++;
                 continue;
             }
             $reason = preg_replace('/ \(.*\z/', '', $why);
@@ -106,9 +106,10 @@ final class GcCommand
         foreach ($kept as $reason => $count) {
             $parts[] = "$count $reason";
         }
-        fwrite(STDOUT, sprintf("gc %s: %s %d, kept %d%s\n", $shown, $this->dryRun ? 'would remove' : 'removed', $removed,
-            array_sum($kept), $parts === [] ? '' : ' (' . implode(', ', $parts) . ')'));
-        return $ok;
+        fwrite(STDOUT, sprintf("gc %s: %s %d, kept %d%s%s\n", $shown, $this->dryRun ? 'would remove' : 'removed', $removed,
+            array_sum($kept), $parts === [] ? '' : ' (' . implode(', ', $parts) . ')',
+            $failed === 0 ? '' : ", failed $failed (named on stderr)"));
+        return $failed === 0;
     }
 
     /**
