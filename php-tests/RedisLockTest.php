@@ -891,6 +891,51 @@ final class RedisLockTest extends TestCase
         }
     }
 
+    /**
+     * A connection lives while a lock object that used it does: a worker
+     * that locks on many databases or as many users does not pile up
+     * connections (and passwords), and a password revoked since is refused
+     * to the next object once the objects that logged in with it are gone.
+     */
+    public function testConnectionsCloseWithTheirLastObjectAndARevokedPasswordIsThenRefused(): void
+    {
+        $server = RedisServer::start();
+        try {
+            $clients = fn (): int => count(array_filter(explode("\n", (string) $server->command('CLIENT', 'LIST')), 'strlen'));
+            $alone = $clients();
+            for ($db = 1; $db <= 12; $db++) {
+                $lock = new Redis($server->dsn($db), 'tenant', 10.0);
+                self::assertTrue($lock->acquire(0));
+                self::assertTrue($lock->release());
+                unset($lock);
+            }
+            self::assertSame($alone, $clients(), '12 databases, one after another: no connection kept');
+
+            self::assertSame('OK', $server->command('ACL', 'SETUSER', 'tenant1', 'on', '>first', '~*', '&*', '+@all'));
+            $dsn = 'redis://tenant1:first@127.0.0.1:' . $server->port();
+            $a = new Redis($dsn, 'job', 10.0);
+            $b = new Redis($dsn, 'other', 10.0);
+            self::assertTrue($a->acquire(0));
+            self::assertTrue($a->release());
+            self::assertSame($alone + 1, $clients(), 'one connection while an object that used it lives');
+            self::assertSame('OK', $server->command('ACL', 'SETUSER', 'tenant1', 'resetpass', '>second'));
+            unset($a, $b);
+            self::assertSame($alone, $clients(), 'closed with the last object');
+            try {
+                (new Redis($dsn, 'job', 10.0))->acquire(0);
+                self::fail('the revoked password logs in again');
+            } catch (ConnectionException $e) {
+                self::assertStringNotContainsString('first', $e->getMessage());
+            }
+            self::assertSame(0, $server->command('EXISTS', 'job'));
+            $fresh = new Redis('redis://tenant1:second@127.0.0.1:' . $server->port(), 'job', 10.0);
+            self::assertTrue($fresh->acquire(0));
+            self::assertTrue($fresh->release());
+        } finally {
+            $server->stop();
+        }
+    }
+
     // ------------------------------------------------- expiry and takeover
 
     public function testAnExpiredLockTakenOverIsNeverTouchedByItsFormerHolder(): void

@@ -312,7 +312,7 @@ final class Redis implements Lock, \Serializable
     {
         $waitMs = max(1, intdiv((int) floor($this->readTimeout * 1000 + 1e-6) * 4, 5));
         // the acquire's connection: the process's one to this server
-        $client = RedisClient::shared($this->dsn, $this->connectTimeout, $this->readTimeout);
+        $client = RedisClient::shared($this->dsn, $this->connectTimeout, $this->readTimeout, spl_object_hash($this));
         try {
             $acks = $client->wait($this->replicas, $waitMs);
         } catch (RedisFailure $f) {
@@ -641,6 +641,7 @@ final class Redis implements Lock, \Serializable
                 // nobody to tell; the key expires by its TTL
             }
         }
+        RedisClient::forget(spl_object_hash($this));
     }
 
     public function __clone()
@@ -762,7 +763,7 @@ final class Redis implements Lock, \Serializable
         $retried = false;
         while (true) {
             // the process's one client for this server, credentials and timeouts
-            $client = RedisClient::shared($this->dsn, $this->connectTimeout, $this->readTimeout);
+            $client = RedisClient::shared($this->dsn, $this->connectTimeout, $this->readTimeout, spl_object_hash($this));
             try {
                 return [$command($client), $retried];
             } catch (RedisFailure $f) {

@@ -27,15 +27,18 @@ abstract class RedisClient
     private static $sharedPid = 0;
     /** @var array<int, RedisClient> a fork child's inherited clients: never used, never closed early */
     private static $inherited = [];
+    /** @var array<string, array<string, true>> per shared client, the lock objects that used it */
+    private static $users = [];
 
     /**
      * The process's one client for $dsn's server, credentials and these timeouts,
-     * opened on first use: the locks of a process share it (and reconnect together).
+     * opened on first use: the locks of a process share it (and reconnect together),
+     * and it is closed when the last lock object that used it ($user) goes (forget()).
      *
      * @throws RedisFailure
      * @throws \CronLock\LockException when neither phpredis nor predis is available
      */
-    public static function shared(RedisDsn $dsn, float $connectTimeout, float $readTimeout): self
+    public static function shared(RedisDsn $dsn, float $connectTimeout, float $readTimeout, string $user): self
     {
         $pid = Process::pid();
         if (self::$sharedPid !== $pid) {
@@ -44,6 +47,7 @@ abstract class RedisClient
                 self::$inherited[] = $client;
             }
             self::$shared = [];
+            self::$users = [];
             self::$sharedPid = $pid;
         }
         $key = implode("\0", [$dsn->transport, $dsn->host, $dsn->port, $dsn->db, (string) $dsn->user,
@@ -51,7 +55,30 @@ abstract class RedisClient
         if (!isset(self::$shared[$key])) {
             self::$shared[$key] = self::open($dsn, $connectTimeout, $readTimeout);
         }
+        self::$users[$key][$user] = true;
         return self::$shared[$key];
+    }
+
+    /**
+     * Lock object $user is gone: the clients no other object used are closed, so a
+     * worker that locks on many servers, databases or users does not keep them all
+     * open, and the next object logs in again (a password revoked since is refused).
+     */
+    public static function forget(string $user)
+    {
+        if (self::$sharedPid !== Process::pid()) {
+            return; // a fork child's copies: the parent's
+        }
+        foreach (self::$users as $key => $users) {
+            unset(self::$users[$key][$user]);
+            if (self::$users[$key] === []) {
+                unset(self::$users[$key]);
+                if (isset(self::$shared[$key])) {
+                    self::$shared[$key]->close();
+                    unset(self::$shared[$key]);
+                }
+            }
+        }
     }
 
     /** A shared client that failed by I/O or timeout: closed, so its next user opens a new one. */

@@ -211,10 +211,12 @@ impl RedisLock {
     /// a non-string value), the auto-renew thread cannot be started, or
     /// waiting would deadlock as above.
     pub fn acquire(&mut self, wait: Wait) -> Result<bool> {
+        let object = self.object;
         let options = self.target.options;
         Shared::lend(
             self,
             |lock| &mut lock.topology,
+            object,
             &options,
             |lock| lock.acquire_here(wait),
         )
@@ -468,10 +470,12 @@ impl RedisLock {
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`],
     /// after which the lock is still held until its TTL runs out.
     pub fn renew(&mut self, ttl: Option<Duration>) -> Result<bool> {
+        let object = self.object;
         let options = self.target.options;
         Shared::lend(
             self,
             |lock| &mut lock.topology,
+            object,
             &options,
             |lock| lock.renew_here(ttl),
         )
@@ -536,10 +540,12 @@ impl RedisLock {
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`];
     /// the lock is then not held and the key expires by its TTL.
     pub fn release(&mut self) -> Result<bool> {
+        let object = self.object;
         let options = self.target.options;
         Shared::lend(
             self,
             |lock| &mut lock.topology,
+            object,
             &options,
             |lock| lock.release_here(),
         )
@@ -590,10 +596,12 @@ impl RedisLock {
     /// no majority of the masters agrees on one value; [`Error::Lock`]
     /// when the key holds a value that is not a string.
     pub fn holder(&mut self) -> Result<Option<String>> {
+        let object = self.object;
         let options = self.target.options;
         Shared::lend(
             self,
             |lock| &mut lock.topology,
+            object,
             &options,
             |lock| lock.holder_here(),
         )
@@ -623,10 +631,12 @@ impl RedisLock {
     /// 200 bytes) or `$seconds` (zero or above 10 years);
     /// [`Error::Connection`] / [`Error::Lock`] as for [`RedisLock::acquire`].
     pub fn claim(&mut self, window: &str, lasting: Duration) -> Result<bool> {
+        let object = self.object;
         let options = self.target.options;
         Shared::lend(
             self,
             |lock| &mut lock.topology,
+            object,
             &options,
             |lock| lock.claim_here(window, lasting),
         )
@@ -908,6 +918,7 @@ impl Drop for RedisLock {
             // Nobody to tell; the key expires by its TTL.
             let _ = self.release();
         }
+        Shared::forget(self.object);
     }
 }
 

@@ -33,6 +33,7 @@ use super::scripts::{renew_invocation, scripts};
 use super::target::Target;
 use super::topology::{Topology, Verdict};
 use crate::lock::owner::{current_pid, Owner};
+use crate::lock::registry::ObjectId;
 use crate::lock::signals::{self, Channel, Woken};
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -59,6 +60,8 @@ const AWAKE: u64 = 0;
 
 /// A hold, as the renewal thread knows it.
 struct Entry {
+    /// The hold, as a user of the thread's kept connections.
+    id: ObjectId,
     state: Arc<Ownership>,
     /// A lease or `auto_renew`: renew it; otherwise only release it on a
     /// signal.
@@ -127,6 +130,7 @@ pub(super) fn register(hold: Handover, state: &Arc<Ownership>) -> std::io::Resul
     let service = service()?;
     let period = period(hold.valid_for);
     let entry = Arc::new(Entry {
+        id: ObjectId::next(),
         state: Arc::clone(state),
         renews: hold.renews,
         work: Mutex::new(Work {
@@ -282,6 +286,9 @@ fn run(service: &Service, channel: &Channel) {
         }
         let now = Instant::now();
         let holds: Vec<Arc<Entry>> = service.holds.lock().clone();
+        // Connections that only holds gone since used are closed.
+        pool.connections
+            .keep_only_users(|user| holds.iter().any(|entry| entry.id == user));
         let mut next: Option<Instant> = None;
         let mut renewed = false;
         for entry in holds.iter().filter(|entry| entry.renews) {
@@ -406,7 +413,7 @@ fn renew(entry: &Entry, work: &mut Work, pool: &mut Pool) {
             }
         }
     }
-    pool.take_back(&mut work.topology);
+    pool.take_back(&mut work.topology, entry.id);
     drop(gate);
 }
 
@@ -452,7 +459,7 @@ fn release_all(service: &Service, pool: &mut Pool) {
             &|conn| invocation.invoke::<i64>(conn),
             |_, _| true,
         );
-        pool.take_back(&mut work.topology);
+        pool.take_back(&mut work.topology, entry.id);
     }
 }
 
@@ -471,8 +478,8 @@ impl Pool {
         self.connections.lend(topology, options);
     }
 
-    fn take_back(&mut self, topology: &mut Topology) {
-        self.connections.take_back(topology);
+    fn take_back(&mut self, topology: &mut Topology, user: ObjectId) {
+        self.connections.take_back(topology, user);
     }
 
     fn mark_down(&mut self, server: String, until: Instant) {
