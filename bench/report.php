@@ -68,10 +68,14 @@ foreach (file("$dir/results.jsonl", FILE_IGNORE_NEW_LINES | FILE_SKIP_EMPTY_LINE
     if (isset($r['commands_per_cycle'])) {
         $commands[$r['row']] = $r['commands_per_cycle']; // the same in every round
     }
+    if ($r['mode'] === 'memory' && isset($r['anon_kb'], $r['file_kb'])) {
+        $anon[$r['row'] . '|' . $k][] = $r['anon_kb'];
+        $fileBacked[$r['row'] . '|' . $k][] = $r['file_kb'];
+    }
     match ($r['mode']) {
         'cycle' => $cycle[$r['row']][$k][$r['round'] ?? count($cycle[$r['row']][$k] ?? [])] = $r['ns_per_cycle'],
         'handoff' => $handoff[$r['row']] = array_merge($handoff[$r['row']] ?? [], $r['samples_ns']),
-        'memory' => [$memory[$r['row'] . '|' . $k][] = $r['kb'], $anon[$r['row'] . '|' . $k][] = $r['anon_kb'] ?? null, $fileBacked[$r['row'] . '|' . $k][] = $r['file_kb'] ?? null],
+        'memory' => $memory[$r['row'] . '|' . $k][] = $r['kb'],
         'startup' => $startupRuns[] = $r,
         'wait' => $waits[$r['row']][] = $r,
         'syscalls' => $syscalls[$r['row']] = $r['per_cycle'],
@@ -327,7 +331,7 @@ echo "Private = `RssAnon` at the job's end; file-backed = `RssFile` (pages of ph
 echo "| Script | runs | peak RSS kB (median) | private kB | file-backed kB |\n|---|---:|---:|---:|---:|\n";
 foreach ($memRows as $k => $label) {
     printf("| %s | %d | %s | %s | %s |\n", $label, count($memory[$k] ?? []), fmt(median($memory[$k] ?? []), 0),
-        fmt(median(array_filter($anon[$k] ?? [], 'is_int')), 0), fmt(median(array_filter($fileBacked[$k] ?? [], 'is_int')), 0));
+        fmt(median($anon[$k] ?? []), 0), fmt(median($fileBacked[$k] ?? []), 0));
 }
 }
 
@@ -356,7 +360,7 @@ $targets = [
     ["Start-up: extension adds to `php -n -r ''`", $startupDelta, '<=', 0.5, ' ms'],
     ['Memory: peak RSS of a cron job, extension loaded - without', ($e = median($memory['memory.userland|ext'] ?? [])) !== null && ($p = median($memory['memory.userland|plain'] ?? [])) !== null ? ($e - $p) / 1024 : null, '<=', 1, ' MB'],
     ['Memory: peak RSS of a cron job, run by cron_guard() - without', ($g = median($memory['memory.cron_guard|ext'] ?? [])) !== null && ($p = median($memory['memory.userland|plain'] ?? [])) !== null ? ($g - $p) / 1024 : null, '<=', 1, ' MB'],
-    ['Memory: private (RssAnon) of a cron job, run by cron_guard() - without', ($g = median(array_filter($anon['memory.cron_guard|ext'] ?? [], 'is_int'))) !== null && ($p = median(array_filter($anon['memory.userland|plain'] ?? [], 'is_int'))) !== null ? ($g - $p) / 1024 : null, '<=', 1, ' MB'],
+    ['Memory: private (RssAnon) of a cron job, run by cron_guard() - without', ($g = median($anon['memory.cron_guard|ext'] ?? [])) !== null && ($p = median($anon['memory.userland|plain'] ?? [])) !== null ? ($g - $p) / 1024 : null, '<=', 1, ' MB'],
 ];
 echo "\n### Targets\n\n```\n";
 foreach ($targets as [$label, $v, $op, $limit, $unit]) {
